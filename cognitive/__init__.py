@@ -1,0 +1,16 @@
+"""Reasoning patterns: stateless values that turn a ``State`` into a new ``State``, and wrappers around them."""
+
+from cognitive._pattern import Factory, Pattern, TurnProcessor, new_turn_processor
+from cognitive._react import ReAct, SingleShot, react_factory
+from cognitive._verification import WithVerification
+
+__all__ = [
+    "Factory",
+    "Pattern",
+    "ReAct",
+    "SingleShot",
+    "TurnProcessor",
+    "WithVerification",
+    "new_turn_processor",
+    "react_factory",
+]

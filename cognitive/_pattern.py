@@ -1,0 +1,41 @@
+"""The ``Pattern`` protocol and the glue that connects patterns to sessions."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Protocol, runtime_checkable
+
+from loop import State, TurnExecutor, UsageError
+
+
+@runtime_checkable
+class Pattern(Protocol):
+    """A way of reasoning: turns a conversation ``State`` into a new ``State`` ending in a written answer.
+
+    A pattern is stateless: settings go in ``__init__`` and nothing is kept between runs, so one instance can
+    serve many conversations at once. A run stopped by a budget or cap returns its partial state marked
+    degraded (``state.degraded``, ``state.meta["degraded_reason"]``). Cancellation propagates unchanged.
+    """
+
+    async def run(self, state: State) -> State: ...
+
+
+Factory = Callable[[TurnExecutor], Pattern]
+"""Builds the pattern for a conversation from the executor that runs its turns."""
+
+TurnProcessor = Callable[[TurnExecutor, State], Awaitable[State]]
+"""Handles one user message: given the executor and the state ending in that message, returns the new state."""
+
+
+def new_turn_processor(factory: Factory) -> TurnProcessor:
+    """A ``TurnProcessor`` that runs the pattern ``factory`` builds for each message."""
+    if not callable(factory):
+        raise UsageError(f"new_turn_processor needs a factory (executor -> Pattern), got {factory!r}")
+
+    async def process(executor: TurnExecutor, state: State) -> State:
+        pattern = factory(executor)
+        if not callable(getattr(pattern, "run", None)):
+            raise UsageError(f"the factory returned {pattern!r}, which is not a Pattern (no run(state) method)")
+        return await pattern.run(state)
+
+    return process

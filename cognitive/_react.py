@@ -1,0 +1,71 @@
+"""``ReAct`` and ``SingleShot``: the basic loops over one step."""
+
+from __future__ import annotations
+
+from loop import Options, Role, State, TurnRunner, UsageError, tracing
+
+_FINAL = Options(tool_choice="none")
+
+
+def _check_runner(step: object, who: str) -> None:
+    if not callable(getattr(step, "turn", None)):
+        raise UsageError(f"{who} needs a TurnRunner (something with turn(state)), got {step!r}")
+
+
+class ReAct:
+    """Reason and act: run turns until the model answers without calling a tool.
+
+    After ``max_turns`` turns that all called tools, one more turn is run with tools disabled so the run still
+    ends in a written answer, and the state is marked degraded.
+    """
+
+    __slots__ = ("step", "max_turns")
+
+    def __init__(self, step: TurnRunner, *, max_turns: int = 12) -> None:
+        _check_runner(step, "ReAct")
+        if not (isinstance(max_turns, int) and not isinstance(max_turns, bool) and max_turns >= 1):
+            raise UsageError(f"max_turns must be a positive integer, got {max_turns!r}")
+        self.step = step
+        self.max_turns = max_turns
+
+    async def run(self, state: State) -> State:
+        with tracing.span("invoke_agent ReAct", {"gen_ai.operation.name": "invoke_agent",
+                                                 "gen_ai.agent.name": "ReAct"}):
+            step = self.step
+            for _ in range(self.max_turns):
+                state = await step.turn(state)
+                last = state.last
+                if last is not None and last.role is Role.ASSISTANT and not state.pending_calls:
+                    return state
+            state = await step.turn(state, _FINAL)
+            return state.degrade(
+                f"ReAct reached max_turns={self.max_turns} with tools still being called; "
+                "the final answer was asked for with tools disabled"
+            )
+
+    def __repr__(self) -> str:
+        return f"ReAct({self.step!r}, max_turns={self.max_turns})"
+
+
+class SingleShot:
+    """Exactly one turn: the model answers (calling tools if it likes) and the run ends."""
+
+    __slots__ = ("step",)
+
+    def __init__(self, step: TurnRunner) -> None:
+        _check_runner(step, "SingleShot")
+        self.step = step
+
+    async def run(self, state: State) -> State:
+        return await self.step.turn(state)
+
+    def __repr__(self) -> str:
+        return f"SingleShot({self.step!r})"
+
+
+def react_factory(step: TurnRunner, *, max_turns: int = 12) -> ReAct:
+    """The ``Factory`` for ReAct: ``new_turn_processor(react_factory)`` runs ReAct for every message.
+
+    Bind settings with ``functools.partial(react_factory, max_turns=5)``.
+    """
+    return ReAct(step, max_turns=max_turns)

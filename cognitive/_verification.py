@@ -1,0 +1,85 @@
+"""``WithVerification``: run verifiers after a pattern and let the model fix what they find."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from loop import Role, State, Text, TurnSubmitter, UsageError, tracing
+from loop.errors import VerificationError, VerificationFailed
+from verifier import Result, Status, Verifier, build_report, run_all
+
+
+class WithVerification:
+    """Runs ``inner``, then every verifier concurrently on the result.
+
+    All PASS: the state is returned. Any ERROR: ``VerificationError`` at once (the check is broken; the model
+    cannot fix it). Any FAIL: the markdown report is submitted as a ``SYSTEM`` turn through ``submitter`` and
+    ``inner`` runs again from there, up to ``max_retries`` times; after that ``VerificationFailed`` carries the
+    final state and results. A verifier that runs past ``verifier_timeout`` seconds FAILs.
+    """
+
+    __slots__ = ("inner", "submitter", "verifiers", "max_retries", "verifier_timeout")
+
+    def __init__(
+        self,
+        inner: object,
+        submitter: TurnSubmitter,
+        *,
+        verifiers: Iterable[Verifier] = (),
+        max_retries: int = 3,
+        verifier_timeout: float | None = 300.0,
+    ) -> None:
+        if not callable(getattr(inner, "run", None)):
+            raise UsageError(f"WithVerification wraps a Pattern (something with run(state)), got {inner!r}")
+        if not callable(getattr(submitter, "submit", None)):
+            raise UsageError(f"WithVerification needs a TurnSubmitter (the step) to submit reports, got {submitter!r}")
+        if not (isinstance(max_retries, int) and not isinstance(max_retries, bool) and max_retries >= 0):
+            raise UsageError(f"max_retries must be an integer >= 0, got {max_retries!r}")
+        verifiers = tuple(verifiers)
+        for v in verifiers:
+            if not isinstance(getattr(v, "name", None), str) or not callable(getattr(v, "verify", None)):
+                raise UsageError(f"{v!r} is not a Verifier (it needs a str .name and an async .verify(state))")
+        names = [v.name for v in verifiers]
+        if len(set(names)) != len(names):
+            raise UsageError(f"verifier names must be unique, got {names}")
+        self.inner = inner
+        self.submitter = submitter
+        self.verifiers = verifiers
+        self.max_retries = max_retries
+        self.verifier_timeout = verifier_timeout
+
+    async def run(self, state: State) -> State:
+        with tracing.span("invoke_agent WithVerification", {"gen_ai.operation.name": "invoke_agent",
+                                                            "gen_ai.agent.name": "WithVerification"}) as span:
+            state = await self.inner.run(state)  # type: ignore[attr-defined]
+            attempt = 0
+            while True:
+                results = await run_all(self.verifiers, state, timeout=self.verifier_timeout)
+                errors = [r for r in results if r.status is Status.ERROR]
+                if errors:
+                    names = ", ".join(r.name for r in errors)
+                    raise VerificationError(f"verifier {names} could not run: {errors[0].report}",
+                                            state=state, results=results)
+                if all(r.status is Status.PASS for r in results):
+                    span.set_attribute("verification.retries", attempt)
+                    return state.with_meta(verification=_summary(results, attempt))
+                if attempt == self.max_retries:
+                    failing = ", ".join(r.name for r in results if r.status is Status.FAIL)
+                    raise VerificationFailed(
+                        f"verifier {failing} still failing after {self.max_retries} "
+                        f"retr{'y' if self.max_retries == 1 else 'ies'}",
+                        state=state.with_meta(verification=_summary(results, attempt)), results=results)
+                attempt += 1
+                state = await self.submitter.submit(
+                    state, Role.SYSTEM, Text(build_report(results)),
+                    meta={"kind": "verification", "attempt": attempt},
+                )
+                state = await self.inner.run(state)  # type: ignore[attr-defined]
+
+    def __repr__(self) -> str:
+        return (f"WithVerification({self.inner!r}, verifiers={[v.name for v in self.verifiers]}, "
+                f"max_retries={self.max_retries})")
+
+
+def _summary(results: list[Result], retries: int) -> dict[str, object]:
+    return {"retries": retries, "results": {r.name: r.status.value for r in results}}

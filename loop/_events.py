@@ -1,0 +1,150 @@
+"""Events a step publishes, and the bus that fans them out without ever waiting for a subscriber."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import attrs
+
+from loop._parts import ToolCall, ToolResult
+from loop._turn import Turn
+from loop.errors import UsageError
+
+
+@attrs.frozen
+class TurnStarted:
+    """A step began a turn on a state of ``index`` turns."""
+
+    index: int
+
+
+@attrs.frozen
+class TurnCompleted:
+    """A turn was appended to the conversation (assistant, tool results, or a submitted turn)."""
+
+    turn: Turn
+
+
+@attrs.frozen
+class TurnFailed:
+    """A turn ended with an exception (the provider failed, or the turn was cancelled); it is re-raised."""
+
+    error: BaseException
+
+
+@attrs.frozen
+class ToolStarted:
+    call: ToolCall
+
+
+@attrs.frozen
+class ToolFinished:
+    call: ToolCall
+    result: ToolResult
+    seconds: float
+
+
+@attrs.frozen
+class EventsDropped:
+    """Delivered in place of ``count`` events a subscriber missed because its buffer was full."""
+
+    count: int
+
+
+class Subscription:
+    """One subscriber's view of a bus: an async iterator over the events published after it subscribed.
+
+    Its buffer holds at most ``buffer`` events (``None``: unbounded). When it is full, new events are dropped
+    for this subscriber only and an ``EventsDropped`` marker takes their place, so a slow subscriber loses
+    events but never slows the publisher. Use it as a context manager, or call ``close``.
+    """
+
+    def __init__(self, bus: EventBus, buffer: int | None) -> None:
+        self._bus = bus
+        self._buffer = buffer
+        self._queue: deque[Any] = deque()
+        self._dropped = 0
+        self._wake: anyio.Event | None = None
+        self.closed = False
+
+    def _offer(self, event: Any) -> None:
+        queue = self._queue
+        if self._buffer is not None and len(queue) >= self._buffer:
+            self._dropped += 1
+            return
+        if self._dropped:
+            queue.append(EventsDropped(self._dropped))
+            self._dropped = 0
+        queue.append(event)
+        wake = self._wake
+        if wake is not None:
+            self._wake = None
+            wake.set()
+
+    def drain(self) -> list[Any]:
+        """Every buffered event, without waiting; the buffer is left empty."""
+        events = list(self._queue)
+        self._queue.clear()
+        if self._dropped:
+            events.append(EventsDropped(self._dropped))
+            self._dropped = 0
+        return events
+
+    def close(self) -> None:
+        """Stop receiving; an iteration waiting for events ends after the buffered ones."""
+        if not self.closed:
+            self.closed = True
+            self._bus._remove(self)
+            if self._wake is not None:
+                self._wake.set()
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self
+
+    async def __anext__(self) -> Any:
+        while not self._queue:
+            if self._dropped:
+                dropped, self._dropped = self._dropped, 0
+                return EventsDropped(dropped)
+            if self.closed:
+                raise StopAsyncIteration
+            self._wake = anyio.Event()
+            await self._wake.wait()
+        return self._queue.popleft()
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class EventBus:
+    """Fans published events out to subscribers. ``publish`` never blocks and never raises."""
+
+    __slots__ = ("_subscribers",)
+
+    def __init__(self) -> None:
+        self._subscribers: tuple[Subscription, ...] = ()
+
+    def subscribe(self, *, buffer: int | None = 1024) -> Subscription:
+        """A new subscription to every event published from now on."""
+        if buffer is not None and (not isinstance(buffer, int) or buffer < 1):
+            raise UsageError(f"buffer must be a positive integer or None, got {buffer!r}")
+        sub = Subscription(self, buffer)
+        self._subscribers = (*self._subscribers, sub)
+        return sub
+
+    def publish(self, event: Any) -> None:
+        for sub in self._subscribers:
+            sub._offer(event)
+
+    @property
+    def has_subscribers(self) -> bool:
+        return bool(self._subscribers)
+
+    def _remove(self, sub: Subscription) -> None:
+        self._subscribers = tuple(s for s in self._subscribers if s is not sub)

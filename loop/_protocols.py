@@ -1,0 +1,183 @@
+"""The seams: what a provider streams, what a request carries, and the one-turn protocols."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Literal, Protocol, Union, runtime_checkable
+
+import attrs
+
+from loop._parts import Part, Role, Usage
+from loop._state import State
+from loop._turn import Turn
+from loop.errors import UsageError
+
+# -- deltas: what a provider streams ---------------------------------------------------------------------
+
+
+@attrs.frozen
+class TextDelta:
+    """A fragment of the assistant's text."""
+
+    text: str
+
+
+@attrs.frozen
+class ReasoningDelta:
+    """A fragment of reasoning; a provider sends the block's ``signature`` on its last fragment, if any."""
+
+    text: str = ""
+    signature: str | None = None
+
+
+@attrs.frozen
+class ToolCallDelta:
+    """A fragment of tool call number ``index``. ``id`` and ``name`` come once (usually first); the
+    ``arguments_fragment`` pieces of one index concatenate to the call's JSON arguments. Calls may interleave."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments_fragment: str = ""
+
+
+@attrs.frozen
+class UsageDelta:
+    """Token usage reported by the provider; several deltas add up."""
+
+    usage: Usage
+
+
+@attrs.frozen
+class Finish:
+    """The reason the response ended: ``stop``, ``tool_calls``, ``length``, ``content_filter`` or the provider's own."""
+
+    reason: str
+
+
+Delta = Union[TextDelta, ReasoningDelta, ToolCallDelta, UsageDelta, Finish]
+
+
+# -- options and requests ------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class UseTool:
+    """A ``tool_choice`` that forces the model to call the tool named ``name``."""
+
+    name: str
+
+
+ToolChoice = Union[Literal["auto", "none", "required"], UseTool]
+_CHOICES = ("auto", "none", "required")
+
+
+def _check_choice(_: Any, __: Any, value: Any) -> None:
+    if value is not None and value not in _CHOICES and not isinstance(value, UseTool):
+        raise UsageError(f"tool_choice must be 'auto', 'none', 'required' or UseTool(name), got {value!r}")
+
+
+def _check_temperature(_: Any, __: Any, value: Any) -> None:
+    if value is not None and not (isinstance(value, (int, float)) and 0 <= value <= 2):
+        raise UsageError(f"temperature must be a number from 0 to 2, got {value!r}")
+
+
+def _check_max_tokens(_: Any, __: Any, value: Any) -> None:
+    if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+        raise UsageError(f"max_tokens must be a positive integer, got {value!r}")
+
+
+def _stop(value: Any) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return (value,)
+    return tuple(value)
+
+
+@attrs.frozen
+class Options:
+    """Settings for one provider call. ``None`` means "not set": the provider's default applies.
+
+    A step holds default options; options passed to one ``turn`` override them field by field (``merge``).
+    ``output_schema`` asks for structured output matching a JSON schema.
+    """
+
+    model: str | None = None
+    temperature: float | None = attrs.field(default=None, validator=_check_temperature)
+    max_tokens: int | None = attrs.field(default=None, validator=_check_max_tokens)
+    tool_choice: ToolChoice | None = attrs.field(default=None, validator=_check_choice)
+    output_schema: Mapping[str, Any] | None = attrs.field(default=None, eq=False, hash=False)
+    stop: tuple[str, ...] | None = attrs.field(default=None, converter=_stop)
+
+    def merge(self, override: Options | None) -> Options:
+        """These options with every field that ``override`` sets taking its value."""
+        if override is None:
+            return self
+        changes = {
+            f.name: value
+            for f in attrs.fields(Options)
+            if (value := getattr(override, f.name)) is not None
+        }
+        return attrs.evolve(self, **changes) if changes else self
+
+
+@attrs.frozen
+class ToolSpec:
+    """What the model is told about a tool: its name, what it does, and a JSON schema of its parameters."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any] = attrs.field(eq=False, hash=False)
+
+
+@attrs.frozen
+class Request:
+    """One provider call: the turns the model should see, the tools it may call, and the effective options."""
+
+    turns: tuple[Turn, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    options: Options = Options()
+
+
+# -- protocols -----------------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """Streams one model response to a ``Request``.
+
+    ``stream`` returns an async iterator of ``Delta`` values that ends after the response is complete (a
+    ``Finish`` delta is usual but not required). A provider never builds turns; the step does. It raises
+    ``ProviderError`` (or a subclass) when it cannot answer. Closing the iterator early (``aclose``) or
+    cancelling the task consuming it must release every resource it holds.
+    """
+
+    def stream(self, request: Request) -> AsyncIterator[Delta]: ...
+
+
+@runtime_checkable
+class TurnRunner(Protocol):
+    """Runs exactly one inference turn.
+
+    Returns ``state`` with the assistant's turn appended and, if it called tools, one ``TOOL`` turn holding a
+    result for every call. ``options`` override the runner's defaults for this turn only. If cancelled, no
+    state is returned and the caller's ``state`` is untouched (states are immutable).
+    """
+
+    async def turn(self, state: State, options: Options | None = None) -> State: ...
+
+
+@runtime_checkable
+class TurnSubmitter(Protocol):
+    """Appends a turn that did not come from the model (a user message, a verification report) and publishes
+    it as if it had been spoken. Returns the new state."""
+
+    async def submit(
+        self, state: State, role: Role, *parts: Part, meta: Mapping[str, Any] | None = None
+    ) -> State: ...
+
+
+@runtime_checkable
+class TurnExecutor(TurnRunner, TurnSubmitter, Protocol):
+    """Both halves: what patterns are given to drive a conversation."""

@@ -1,0 +1,230 @@
+"""``State``: an immutable conversation with O(1) append and fork.
+
+Turns live in a persistent singly linked list: appending makes one node that points at the old last node, so
+every state made from the same prefix shares it. Forking a thousand branches from one state costs a thousand
+nodes, not a thousand copies of the history.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from loop._parts import Part, Role, ToolCall, ToolResult, Usage
+from loop._turn import EMPTY, Turn
+from loop.errors import UsageError
+
+FORMAT_VERSION = 1
+_ZERO = Usage()
+
+
+class _Node:
+    """One turn and a link to the turns before it; ``usage`` is the running total up to and including it."""
+
+    __slots__ = ("turn", "prev", "size", "usage", "turns")
+
+    def __init__(self, turn: Turn, prev: _Node | None) -> None:
+        self.turn = turn
+        self.prev = prev
+        self.size = 1 if prev is None else prev.size + 1
+        running = _ZERO if prev is None else prev.usage
+        turn_usage = turn.usage
+        self.usage = running if turn_usage is None else running + turn_usage
+        self.turns: tuple[Turn, ...] | None = None  # filled on first read of State.turns
+
+
+class State:
+    """The whole conversation plus run metadata. Immutable: every change returns a new ``State``.
+
+    ``State()`` is empty. ``append`` and ``with_meta`` are O(1) and share everything with the original, so a
+    state can be forked into any number of branches cheaply.
+    """
+
+    __slots__ = ("_node", "_meta")
+
+    def __init__(self, turns: tuple[Turn, ...] | list[Turn] = (), meta: Mapping[str, Any] | None = None) -> None:
+        node = None
+        for turn in turns:
+            if not isinstance(turn, Turn):
+                raise UsageError(f"State turns must be Turn values, got {turn!r}")
+            node = _Node(turn, node)
+        self._node = node
+        self._meta = _freeze(meta)
+
+    @classmethod
+    def _make(cls, node: _Node | None, meta: Mapping[str, Any]) -> State:
+        state = object.__new__(cls)
+        state._node = node
+        state._meta = meta
+        return state
+
+    # -- growing ------------------------------------------------------------------------------------------
+
+    def append(self, role: Role | str, *parts: Part, meta: Mapping[str, Any] | None = None) -> State:
+        """A new state with one more turn spoken by ``role``."""
+        return State._make(_Node(Turn(role, parts, meta or EMPTY), self._node), self._meta)
+
+    def append_turn(self, turn: Turn) -> State:
+        """A new state with ``turn`` added at the end."""
+        if not isinstance(turn, Turn):
+            raise UsageError(f"append_turn takes a Turn, got {turn!r}")
+        return State._make(_Node(turn, self._node), self._meta)
+
+    def with_meta(self, updates: Mapping[str, Any] | None = None, /, **more: Any) -> State:
+        """A new state whose ``meta`` has ``updates`` merged in; a value of ``None`` removes the key."""
+        merged = dict(self._meta)
+        for source in (updates or {}, more):
+            for key, value in source.items():
+                if value is None:
+                    merged.pop(key, None)
+                else:
+                    merged[key] = value
+        return State._make(self._node, _freeze(merged))
+
+    def degrade(self, reason: str) -> State:
+        """A new state marked as a degraded outcome (stopped on a budget or a cap) with the ``reason``."""
+        return self.with_meta(degraded=True, degraded_reason=reason)
+
+    # -- reading ------------------------------------------------------------------------------------------
+
+    @property
+    def turns(self) -> tuple[Turn, ...]:
+        """Every turn, oldest first. Built once per state and cached."""
+        node = self._node
+        if node is None:
+            return ()
+        if node.turns is None:
+            # Take over the nearest cached prefix so reading every step of a growing chat stays linear in
+            # time, and move (not copy) the cache so memory stays linear too.
+            tail: list[Turn] = []
+            cursor: _Node | None = node
+            while cursor is not None and cursor.turns is None:
+                tail.append(cursor.turn)
+                cursor = cursor.prev
+            tail.reverse()
+            prefix: tuple[Turn, ...] = ()
+            if cursor is not None:
+                prefix, cursor.turns = cursor.turns, None  # type: ignore[assignment]
+            node.turns = prefix + tuple(tail)
+        return node.turns
+
+    def __len__(self) -> int:
+        return 0 if self._node is None else self._node.size
+
+    def __iter__(self) -> Iterator[Turn]:
+        return iter(self.turns)
+
+    def __bool__(self) -> bool:
+        return self._node is not None
+
+    def __getitem__(self, index: int) -> Turn:
+        return self.turns[index]
+
+    def reversed(self) -> Iterator[Turn]:
+        """Turns newest first, without building the whole tuple."""
+        node = self._node
+        while node is not None:
+            yield node.turn
+            node = node.prev
+
+    @property
+    def last(self) -> Turn | None:
+        return None if self._node is None else self._node.turn
+
+    @property
+    def meta(self) -> Mapping[str, Any]:
+        return self._meta
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens used by every turn, summed."""
+        return _ZERO if self._node is None else self._node.usage
+
+    @property
+    def degraded(self) -> bool:
+        return bool(self._meta.get("degraded", False))
+
+    @property
+    def answer(self) -> str | None:
+        """The text of the last assistant turn, or ``None`` if there is none or it holds no text."""
+        for turn in self.reversed():
+            if turn.role is Role.ASSISTANT:
+                text = turn.text
+                return text or None
+        return None
+
+    @property
+    def pending_calls(self) -> tuple[ToolCall, ...]:
+        """Tool calls of the last assistant turn that no later ``ToolResult`` answers yet."""
+        answered: set[str] = set()
+        for turn in self.reversed():
+            if turn.role is Role.ASSISTANT:
+                return tuple(c for c in turn.tool_calls if c.id not in answered)
+            for part in turn.parts:
+                if type(part) is ToolResult:
+                    answered.add(part.call_id)
+        return ()
+
+    # -- equality and display -----------------------------------------------------------------------------
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, State):
+            return NotImplemented
+        if self._node is other._node:
+            return self._meta == other._meta
+        return len(self) == len(other) and self._meta == other._meta and self.turns == other.turns
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        last = self.last
+        tail = f", last={last.role.value}" if last is not None else ""
+        return f"State(turns={len(self)}{tail}, meta={dict(self._meta)!r})"
+
+    # -- JSON -----------------------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": FORMAT_VERSION, "meta": dict(self._meta), "turns": [t.to_dict() for t in self.turns]}
+
+    def to_json(self) -> str:
+        """The state as JSON text; ``State.from_json`` reads it back to an equal state."""
+        try:
+            return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"state cannot be written as JSON: {exc} (meta values must be JSON data)") from exc
+
+    @classmethod
+    def from_dict(cls, data: Any) -> State:
+        if not isinstance(data, Mapping):
+            raise UsageError(f"state: expected a JSON object, got {type(data).__name__}")
+        version = data.get("version")
+        if version != FORMAT_VERSION:
+            raise UsageError(f"state: unsupported format version {version!r} (this code reads {FORMAT_VERSION})")
+        turns = data.get("turns")
+        if not isinstance(turns, list):
+            raise UsageError("state: 'turns' must be a list")
+        meta = data.get("meta", {})
+        if not isinstance(meta, Mapping):
+            raise UsageError("state: 'meta' must be an object")
+        return cls([Turn.from_dict(t, where=f"turn {i}") for i, t in enumerate(turns)], meta)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> State:
+        """Read a state written by ``to_json``; raises ``UsageError`` naming what is wrong with bad input."""
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise UsageError(f"state: not valid JSON: {exc}") from exc
+        return cls.from_dict(data)
+
+
+def _freeze(meta: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    if not meta:
+        return EMPTY
+    if isinstance(meta, MappingProxyType):
+        return meta
+    if not isinstance(meta, Mapping):
+        raise UsageError(f"meta must be a mapping, got {type(meta).__name__}")
+    return MappingProxyType(dict(meta))

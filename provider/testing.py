@@ -1,0 +1,161 @@
+"""A pytest plugin for testing agents built on this framework (installed as the ``cognitive_loop`` plugin).
+
+Fixtures:
+
+- ``scripted(*replies)`` — a ``Scripted`` provider; the test fails at teardown if replies were left unused,
+  since that means the agent stopped earlier than the script expected (``allow_unused=True`` to permit it).
+- ``function_provider(fn)`` — a ``Function`` provider.
+- ``event_recorder(step_or_bus)`` — an ``EventRecorder`` capturing every event published from then on.
+- ``no_model_calls`` — any HTTP request to a host other than loopback fails loudly, and the model API keys
+  (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ...) are removed from the environment. Set
+  ``cognitive_loop_offline = true`` in the pytest ini options to apply it to every test.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from loop import EventBus, LoopError, Step, Subscription, TextDelta, ToolStarted, Turn, TurnCompleted
+from provider._offline import Function, ReplyFunction, Scripted
+from provider._replies import Reply
+
+MODEL_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
+
+
+class ModelCallBlocked(LoopError):
+    """Raised when a test tries to reach a host off this machine while real model calls are blocked."""
+
+
+class EventRecorder:
+    """Everything a bus published since the recorder subscribed, with helpers for common assertions."""
+
+    def __init__(self, subscription: Subscription) -> None:
+        self._subscription = subscription
+        self._events: list[Any] = []
+
+    @property
+    def events(self) -> list[Any]:
+        """Every event so far, oldest first."""
+        self._events.extend(self._subscription.drain())
+        return list(self._events)
+
+    def of_type(self, *types: type) -> list[Any]:
+        return [e for e in self.events if isinstance(e, types)]
+
+    @property
+    def text(self) -> str:
+        """All streamed text, joined."""
+        return "".join(e.text for e in self.of_type(TextDelta))
+
+    @property
+    def tools_called(self) -> list[str]:
+        """Names of the tools started, in order."""
+        return [e.call.name for e in self.of_type(ToolStarted)]
+
+    @property
+    def turns(self) -> list[Turn]:
+        """Turns completed (model turns, tool turns and submitted turns), in order."""
+        return [e.turn for e in self.of_type(TurnCompleted)]
+
+    def close(self) -> None:
+        self._subscription.close()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        "cognitive_loop_offline",
+        type="bool",
+        default=False,
+        help="block real model calls (any non-loopback HTTP request) in every test",
+    )
+
+
+@pytest.fixture
+def scripted() -> Iterator[Callable[..., Scripted]]:
+    made: list[tuple[Scripted, bool]] = []
+
+    def make(*replies: Reply, allow_unused: bool = False, chunk_size: int = 16) -> Scripted:
+        provider = Scripted(replies, chunk_size=chunk_size)
+        made.append((provider, allow_unused))
+        return provider
+
+    yield make
+    for provider, allow_unused in made:
+        if provider.remaining and not allow_unused:
+            pytest.fail(
+                f"the scripted provider has {provider.remaining} unused repl"
+                f"{'y' if provider.remaining == 1 else 'ies'} after {provider.used}: the agent stopped earlier "
+                "than the script expected (pass allow_unused=True if that is intended)"
+            )
+
+
+@pytest.fixture
+def function_provider() -> Callable[[ReplyFunction], Function]:
+    def make(fn: ReplyFunction, *, chunk_size: int = 16) -> Function:
+        return Function(fn, chunk_size=chunk_size)
+
+    return make
+
+
+@pytest.fixture
+def event_recorder() -> Iterator[Callable[[Step | EventBus], EventRecorder]]:
+    recorders: list[EventRecorder] = []
+
+    def record(source: Step | EventBus) -> EventRecorder:
+        bus = source.events if isinstance(source, Step) else source
+        if not isinstance(bus, EventBus):
+            raise TypeError(f"event_recorder takes a Step or an EventBus, got {source!r}")
+        recorder = EventRecorder(bus.subscribe(buffer=None))
+        recorders.append(recorder)
+        return recorder
+
+    yield record
+    for recorder in recorders:
+        recorder.close()
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _refuse(request: httpx.Request) -> None:
+    if not _is_loopback(request.url.host):
+        raise ModelCallBlocked(
+            f"a test tried to reach {request.url.scheme}://{request.url.host}: real model and network calls are "
+            "blocked in tests; use the scripted or function_provider fixtures, or a server on 127.0.0.1"
+        )
+
+
+@pytest.fixture
+def no_model_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in MODEL_ENV:
+        monkeypatch.delenv(name, raising=False)
+    sync_send = httpx.HTTPTransport.handle_request
+    async_send = httpx.AsyncHTTPTransport.handle_async_request
+
+    def guarded_sync(self: httpx.HTTPTransport, request: httpx.Request) -> httpx.Response:
+        _refuse(request)
+        return sync_send(self, request)
+
+    async def guarded_async(self: httpx.AsyncHTTPTransport, request: httpx.Request) -> httpx.Response:
+        _refuse(request)
+        return await async_send(self, request)
+
+    monkeypatch.setattr(httpx.HTTPTransport, "handle_request", guarded_sync)
+    monkeypatch.setattr(httpx.AsyncHTTPTransport, "handle_async_request", guarded_async)
+
+
+@pytest.fixture(autouse=True)
+def _cognitive_loop_offline(request: pytest.FixtureRequest) -> None:
+    if request.config.getini("cognitive_loop_offline"):
+        request.getfixturevalue("no_model_calls")

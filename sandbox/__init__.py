@@ -1,0 +1,3 @@
+"""Sandboxes for model-written code (in development; nothing exported yet)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""Sessions: conversations, stores, conduits and the command line (in development; nothing exported yet)."""
+
+__all__: list[str] = []

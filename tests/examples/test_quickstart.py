@@ -1,0 +1,29 @@
+"""The quickstart runs as a user would run it, and tells the story it promises."""
+
+import subprocess
+import sys
+
+from loop import Role, State, Step, Text
+from tests.examples import ROOT, load_example
+
+quickstart = load_example("quickstart")
+
+
+def test_runs_from_the_command_line_offline() -> None:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "examples/quickstart.py"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "Running on provider.Scripted" in done.stdout
+    assert "[verifier report]" in done.stdout
+    assert "final answer: The train covers 200 km in 2 h, so its average speed is 100 km/h." in done.stdout
+
+
+async def test_wrong_answer_is_sent_back_and_fixed() -> None:
+    step = Step(quickstart.demo_provider(), tools=[quickstart.add, quickstart.divide])
+    state = await quickstart.make_agent(step).run(State().append(Role.USER, Text(quickstart.QUESTION)))
+    reports = [t for t in state if t.role is Role.SYSTEM]
+    assert len(reports) == 1 and "grounded: FAIL" in reports[0].text and "160.0" in reports[0].text
+    assert state.answer is not None and "100 km/h" in state.answer
+    assert state.meta["verification"] == {"retries": 1, "results": {"grounded": "pass"}}
+    assert not state.degraded

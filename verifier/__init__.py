@@ -1,0 +1,18 @@
+"""Quality gates over a conversation's outcome: the ``Verifier`` protocol and verifiers to plug in."""
+
+from verifier._command import CommandVerifier
+from verifier._core import Result, Status, Verifier, build_report, failed, passed, run_all
+from verifier._function import Check, FunctionVerifier
+
+__all__ = [
+    "Check",
+    "CommandVerifier",
+    "FunctionVerifier",
+    "Result",
+    "Status",
+    "Verifier",
+    "build_report",
+    "failed",
+    "passed",
+    "run_all",
+]
