@@ -108,7 +108,10 @@ class Step:
         return state.append_turn(turn)
 
     async def turn(self, state: State, options: Options | None = None) -> State:
-        opts = self._options.merge(options)
+        with tracing.span("turn", {"turn.index": len(state)}):
+            return await self._turn(state, self._options.merge(options))
+
+    async def _turn(self, state: State, opts: Options) -> State:
         publish = self.events.publish
         publish(TurnStarted(len(state)))
         request = Request(self.view(state).turns, self._specs, opts)

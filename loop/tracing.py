@@ -13,10 +13,12 @@ from typing import Any
 import structlog
 from opentelemetry import trace
 
-__all__ = ["NOOP_SPAN", "enabled", "logger", "span"]
+__all__ = ["NOOP_SPAN", "configure", "enabled", "logger", "span"]
 
-_tracer = trace.get_tracer("cognitive-loop")
+_NAME = "cognitive-loop"
 _NOOP_PROVIDERS = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+# (provider, tracer) chosen with ``configure``; None follows OpenTelemetry's global provider.
+_chosen: tuple[trace.TracerProvider, trace.Tracer] | None = None
 
 
 class _NoopSpan:
@@ -46,9 +48,30 @@ class _NoopSpan:
 NOOP_SPAN = _NoopSpan()
 
 
+def configure(tracer_provider: trace.TracerProvider | None) -> None:
+    """Send the framework's spans to ``tracer_provider`` instead of OpenTelemetry's global provider.
+
+    ``None`` goes back to the global provider. Useful when an application keeps several providers, and in
+    tests, which cannot replace the global provider once it is set.
+    """
+    global _chosen
+    _chosen = None if tracer_provider is None else (tracer_provider, tracer_provider.get_tracer(_NAME))
+
+
+def _tracer() -> trace.Tracer | None:
+    if _chosen is not None:
+        provider, tracer = _chosen
+    else:
+        provider = trace.get_tracer_provider()
+        tracer = None
+    if isinstance(provider, _NOOP_PROVIDERS):
+        return None
+    return tracer or provider.get_tracer(_NAME)
+
+
 def enabled() -> bool:
-    """Whether an OpenTelemetry SDK tracer provider is installed."""
-    return not isinstance(trace.get_tracer_provider(), _NOOP_PROVIDERS)
+    """Whether spans are being recorded: an OpenTelemetry SDK tracer provider is installed or configured."""
+    return _tracer() is not None
 
 
 def span(name: str, attributes: Mapping[str, Any] | None = None) -> Any:
@@ -56,10 +79,11 @@ def span(name: str, attributes: Mapping[str, Any] | None = None) -> Any:
 
     Attribute values of ``None`` are left out, so callers can pass optional settings as they are.
     """
-    if isinstance(trace.get_tracer_provider(), _NOOP_PROVIDERS):
+    tracer = _tracer()
+    if tracer is None:
         return NOOP_SPAN
     clean = {k: v for k, v in (attributes or {}).items() if v is not None}
-    return _tracer.start_as_current_span(name, attributes=clean)
+    return tracer.start_as_current_span(name, attributes=clean)
 
 
 def logger(name: str) -> Any:
