@@ -5,6 +5,9 @@ verifier ("every number in the answer must come from the question or a tool") fa
 to the model as a system turn, and the model computes the figure with a tool and fixes its answer.
 
     python examples/quickstart.py
+
+With ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` set (model from ``OPENAI_MODEL``, default gpt-4o-mini), or
+``ANTHROPIC_API_KEY`` (model from ``ANTHROPIC_MODEL``), the same agent runs on that real model instead.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import re
 
 import anyio
 
+import loop
 import provider
 from cognitive import ReAct, WithVerification
 from loop import (
@@ -77,19 +81,39 @@ async def show(events: Subscription) -> None:
             print(f"  [verifier report]\n{event.turn.text}")
 
 
-async def main() -> None:
+def configured_provider() -> loop.Provider:
+    """A real model when the environment names one, else the scripted demo model."""
     if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
-        print("OPENAI_API_KEY/OPENAI_BASE_URL are set, but this version has no network provider yet.")
+        model = os.environ.get("OPENAI_MODEL", "gpt-4o-mini")
+        where = {"base_url": os.environ["OPENAI_BASE_URL"]} if os.environ.get("OPENAI_BASE_URL") else {}
+        print(f"Running on {model} at {where.get('base_url', 'OpenAI')}.\n")
+        return provider.Retry(provider.OpenAICompatible(model, **where))
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        model = os.environ.get("ANTHROPIC_MODEL", "claude-sonnet-4-5")
+        print(f"Running on Anthropic {model}.\n")
+        return provider.Retry(provider.Anthropic(model))
     print("Running on provider.Scripted (offline, no model needed).\n")
+    return demo_provider()
+
+
+async def main() -> None:
+    model = configured_provider()
     print(f"user: {QUESTION}")
-    step = Step(demo_provider(), tools=[add, divide])
+    step = Step(model, tools=[add, divide])
+    failure = ""
     async with anyio.create_task_group() as group:
         with step.events.subscribe() as events:
             group.start_soon(show, events)
-            state = await make_agent(step).run(State().append(Role.USER, Text(QUESTION)))
+            try:
+                state = await make_agent(step).run(State().append(Role.USER, Text(QUESTION)))
+            except loop.LoopError as exc:  # a provider failure, or verification that never passed
+                failure = f"{type(exc).__name__}: {exc}"
         # leaving the block closed the subscription: the printer finishes what is buffered, then stops
+    if failure:
+        raise SystemExit(f"\nthe run failed: {failure}")
     print(f"\nfinal answer: {state.answer}")
     print(f"verification: {state.meta['verification']}")
+    print(f"tokens: {state.usage.input_tokens} in, {state.usage.output_tokens} out")
 
 
 if __name__ == "__main__":

@@ -3,8 +3,15 @@
     LoopError                  base of everything the framework raises on purpose
     ├── UsageError             the framework was called wrongly (bad argument, wrong wiring, bad JSON)
     ├── ProviderError          a provider could not produce a response; carries status, body, retryable
-    │   └── ScriptExhausted    a scripted provider was asked for more replies than it holds
-    ├── StreamError            a provider's stream broke its contract (e.g. a delta of an unknown type)
+    │   ├── AuthenticationError    the key is missing, wrong or lacks permission (401, 403)
+    │   ├── BadRequestError        the server rejected the request as sent (400, 404, 413, 422)
+    │   ├── RateLimitError         too many requests (429); carries retry_after
+    │   ├── ServerError            the server failed (5xx)
+    │   │   └── OverloadedError    the server is overloaded (503, 529); carries retry_after
+    │   ├── ProviderTimeout        connecting or reading took too long
+    │   ├── ProviderUnreachable    no connection could be made
+    │   ├── StreamError            the response stream broke its contract (cut short, malformed, unknown delta)
+    │   └── ScriptExhausted        a scripted provider was asked for more replies than it holds
     ├── BudgetExhausted        a budget ran out; carries the partial ``state``
     ├── VerificationError      a verifier reported ERROR (broken infrastructure); carries state and results
     └── VerificationFailed     verifiers still FAIL after every retry; carries the final state and results
@@ -25,10 +32,17 @@ if TYPE_CHECKING:
     from loop._state import State
 
 __all__ = [
+    "AuthenticationError",
+    "BadRequestError",
     "BudgetExhausted",
     "LoopError",
+    "OverloadedError",
     "ProviderError",
+    "ProviderTimeout",
+    "ProviderUnreachable",
+    "RateLimitError",
     "ScriptExhausted",
+    "ServerError",
     "StreamError",
     "UsageError",
     "VerificationError",
@@ -60,16 +74,54 @@ class ProviderError(LoopError):
         self.retryable = retryable
 
 
+class AuthenticationError(ProviderError):
+    """Raised when the provider refuses the credentials (HTTP 401 or 403)."""
+
+
+class BadRequestError(ProviderError):
+    """Raised when the provider rejects the request as sent (HTTP 400, 404, 413, 422); retrying cannot help."""
+
+
+class RateLimitError(ProviderError):
+    """Raised on HTTP 429; ``retry_after`` is the wait in seconds the server asked for, if it said."""
+
+    def __init__(self, message: str, *, status: int | None = 429, body: str = "",
+                 retry_after: float | None = None) -> None:
+        super().__init__(message, status=status, body=body, retryable=True)
+        self.retry_after = retry_after
+
+
+class ServerError(ProviderError):
+    """Raised when the provider fails on its side (HTTP 5xx); a retry may succeed."""
+
+    def __init__(self, message: str, *, status: int | None = 500, body: str = "",
+                 retry_after: float | None = None) -> None:
+        super().__init__(message, status=status, body=body, retryable=True)
+        self.retry_after = retry_after
+
+
+class OverloadedError(ServerError):
+    """Raised when the provider says it is overloaded (HTTP 503 or 529, or an overloaded error event)."""
+
+
+class ProviderTimeout(ProviderError):
+    """Raised when connecting to the provider or reading its response takes longer than allowed."""
+
+
+class ProviderUnreachable(ProviderError):
+    """Raised when no connection to the provider can be made (refused, DNS failure, TLS failure)."""
+
+
+class StreamError(ProviderError):
+    """Raised when a response stream breaks its contract: cut short, malformed, or an unknown delta."""
+
+
 class ScriptExhausted(ProviderError):
     """Raised when a scripted provider is asked for a reply after its last one was used."""
 
     def __init__(self, message: str, *, used: int) -> None:
         super().__init__(message)
         self.used = used
-
-
-class StreamError(LoopError):
-    """Raised when a provider's stream breaks its contract (an unknown delta, a tool call without a name)."""
 
 
 class _WithState(LoopError):

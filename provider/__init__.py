@@ -1,10 +1,29 @@
 """Implementations of ``loop.Provider``.
 
 ``Scripted`` and ``Function`` run offline: the demo uses them by default and tests use them to stand in for a
-model. Real wire-protocol providers live beside them.
+model. ``OpenAICompatible`` and ``Anthropic`` speak the real wire protocols over httpx. ``Retry`` wraps any
+provider; ``Recording`` and ``Replay`` capture real traffic once and serve it back offline.
 """
 
+from provider._anthropic import Anthropic
+from provider._cassette import CassetteMismatch, Recording, Replay
 from provider._offline import Function, ReplyFunction, Scripted
+from provider._openai import OpenAICompatible
 from provider._replies import Reply, tool_call
+from provider._retry import Retry
+from provider._spec import from_spec
 
-__all__ = ["Function", "Reply", "ReplyFunction", "Scripted", "tool_call"]
+__all__ = [
+    "Anthropic",
+    "CassetteMismatch",
+    "Function",
+    "OpenAICompatible",
+    "Recording",
+    "Replay",
+    "Reply",
+    "ReplyFunction",
+    "Retry",
+    "Scripted",
+    "from_spec",
+    "tool_call",
+]
