@@ -1,0 +1,165 @@
+"""``SQLiteStore``: the embedded durable store. WAL journal, one row per turn, append-only, versioned schema."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+
+from loop import State, Turn, UsageError
+from session._store import MemoryStore, Store, StoreError, check_append, check_session_id
+
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    id       TEXT PRIMARY KEY,
+    meta     TEXT NOT NULL,
+    length   INTEGER NOT NULL,
+    created  REAL NOT NULL,
+    updated  REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS turns (
+    session_id  TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    idx         INTEGER NOT NULL,
+    data        TEXT NOT NULL,
+    PRIMARY KEY (session_id, idx)
+) WITHOUT ROWID;
+"""
+T = TypeVar("T")
+
+
+class SQLiteStore:
+    """A ``Store`` in an SQLite file.
+
+    Each append is one transaction: its turns (one row each) and the conversation's meta are written together
+    or not at all. With the WAL journal and ``synchronous="NORMAL"`` (the default) a committed append survives
+    the process being killed; ``synchronous="FULL"`` also survives a power cut, at the cost of an fsync per
+    append. Turns are never updated in place. Calls run in a worker thread, one at a time.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "NORMAL") -> None:
+        if synchronous not in ("NORMAL", "FULL"):
+            raise UsageError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
+        self.path = Path(path)
+        self._synchronous = synchronous
+        self._conn: sqlite3.Connection | None = None
+        self._lock = anyio.Lock()
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        async with self._lock:
+            try:
+                return await anyio.to_thread.run_sync(fn, *args)
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite store {str(self.path)!r}: {type(exc).__name__}: {exc}") from exc
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is not None:
+            return self._conn
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA busy_timeout = 5000")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreError(f"{self.path} was written with store schema {version}; this version reads "
+                                 f"up to {SCHEMA_VERSION}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            if version < SCHEMA_VERSION:
+                conn.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        return conn
+
+    async def load(self, session_id: str) -> State | None:
+        check_session_id(session_id)
+        rows = await self._run(self._load, session_id)
+        if rows is None:
+            return None
+        meta, turns = rows
+        try:
+            return State([Turn.from_dict(json.loads(t), where=f"turn {i}") for i, t in enumerate(turns)],
+                         json.loads(meta))
+        except (ValueError, UsageError) as exc:
+            raise StoreError(f"session {session_id!r} in {self.path} is unreadable: {exc}") from exc
+
+    def _load(self, session_id: str) -> tuple[str, list[str]] | None:
+        conn = self._connect()
+        row = conn.execute("SELECT meta FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        if row is None:
+            return None
+        turns = [r[0] for r in conn.execute("SELECT data FROM turns WHERE session_id = ? ORDER BY idx",
+                                            (session_id,))]
+        return row[0], turns
+
+    async def append(self, session_id: str, start: int, turns: Sequence[Turn], meta: Mapping[str, Any]) -> None:
+        check_session_id(session_id)
+        check_append(session_id, start, start, turns)  # argument checks; the length is checked in the write
+        try:
+            rows = [json.dumps(t.to_dict(), ensure_ascii=False) for t in turns]
+            meta_text = json.dumps(dict(meta), ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"cannot store session {session_id!r}: meta must be JSON data ({exc})") from exc
+        await self._run(self._append, session_id, start, rows, meta_text)
+
+    def _append(self, session_id: str, start: int, rows: list[str], meta: str) -> None:
+        conn = self._connect()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            found = conn.execute("SELECT length FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            stored = found[0] if found else 0
+            check_append(session_id, stored, start, ())
+            now = time.time()
+            conn.execute(
+                "INSERT INTO sessions (id, meta, length, created, updated) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET meta = excluded.meta, length = excluded.length, "
+                "updated = excluded.updated",
+                (session_id, meta, start + len(rows), now, now),
+            )
+            conn.executemany("INSERT INTO turns (session_id, idx, data) VALUES (?, ?, ?)",
+                             [(session_id, start + i, row) for i, row in enumerate(rows)])
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    async def delete(self, session_id: str) -> bool:
+        """Remove a conversation and its turns; whether it existed."""
+        check_session_id(session_id)
+        return await self._run(self._delete, session_id)
+
+    def _delete(self, session_id: str) -> bool:
+        return self._connect().execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount > 0
+
+    async def sessions(self) -> list[str]:
+        """The ids of every stored conversation, sorted."""
+        return await self._run(lambda: [r[0] for r in self._connect().execute("SELECT id FROM sessions ORDER BY id")])
+
+    async def aclose(self) -> None:
+        async with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({str(self.path)!r})"
+
+
+def open_store(url: str) -> Store:
+    """The store a URL names: ``memory://``, ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db``."""
+    if url == "memory://":
+        return MemoryStore()
+    if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
+        return SQLiteStore(url[len("sqlite:///"):])
+    raise UsageError(f"unknown store URL {url!r}; use memory:// or sqlite:///path/to/file.db")

@@ -1,0 +1,86 @@
+"""The ``Store`` protocol, the in-memory store, and a conformance check for any store."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import anyio
+import anyio.lowlevel
+
+from loop import LoopError, State, Turn, UsageError
+
+
+class StoreError(LoopError):
+    """Raised when a store cannot read or write; nothing was half-written."""
+
+
+class StoreConflict(StoreError):
+    """Raised when an append does not start where the stored conversation ends (another writer got there)."""
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Durable conversations, append-only, one turn at a time.
+
+    ``append`` adds ``turns`` to conversation ``session_id`` starting at index ``start`` (the number of turns
+    already stored; 0 creates the conversation) and replaces its meta with ``meta``, all or nothing. A
+    ``start`` that is not the stored length raises ``StoreConflict`` and writes nothing. Once ``append``
+    returns, the turns survive the process being killed. ``load`` returns the stored ``State``, or ``None``
+    for an unknown id. Failures raise ``StoreError``.
+    """
+
+    async def load(self, session_id: str) -> State | None: ...
+
+    async def append(self, session_id: str, start: int, turns: Sequence[Turn], meta: Mapping[str, Any]) -> None: ...
+
+
+def check_session_id(session_id: Any) -> str:
+    if not isinstance(session_id, str) or not session_id or len(session_id) > 200:
+        raise UsageError(f"a session id is a non-empty string of at most 200 characters, got {session_id!r}")
+    return session_id
+
+
+class MemoryStore:
+    """A ``Store`` in this process's memory: fast, and gone when the process ends."""
+
+    def __init__(self) -> None:
+        # Turns are kept in a State with empty meta, and the meta apart, so a load rebuilds it exactly.
+        self._turns: dict[str, State] = {}
+        self._meta: dict[str, Mapping[str, Any]] = {}
+
+    async def load(self, session_id: str) -> State | None:
+        await anyio.lowlevel.checkpoint()
+        turns = self._turns.get(check_session_id(session_id))
+        return None if turns is None else turns.with_meta(self._meta[session_id])
+
+    async def append(self, session_id: str, start: int, turns: Sequence[Turn], meta: Mapping[str, Any]) -> None:
+        await anyio.lowlevel.checkpoint()
+        state = self._turns.get(check_session_id(session_id), State())
+        check_append(session_id, len(state), start, turns)
+        for turn in turns:
+            state = state.append_turn(turn)
+        self._turns[session_id] = state
+        self._meta[session_id] = dict(meta)
+
+    async def delete(self, session_id: str) -> bool:
+        """Forget a conversation; whether it existed."""
+        self._meta.pop(check_session_id(session_id), None)
+        return self._turns.pop(session_id, None) is not None
+
+    async def sessions(self) -> list[str]:
+        """The ids of every stored conversation, sorted."""
+        await anyio.lowlevel.checkpoint()
+        return sorted(self._turns)
+
+
+def check_append(session_id: str, stored: int, start: Any, turns: Sequence[Turn]) -> None:
+    """Raise what a store must raise for a bad append, before anything is written."""
+    if not isinstance(start, int) or isinstance(start, bool) or start < 0:
+        raise UsageError(f"start must be a turn index >= 0, got {start!r}")
+    if start != stored:
+        raise StoreConflict(f"session {session_id!r} holds {stored} turns; an append starting at turn {start} "
+                            "conflicts with another writer")
+    for turn in turns:
+        if not isinstance(turn, Turn):
+            raise UsageError(f"a store holds Turn values, got {turn!r}")

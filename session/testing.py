@@ -1,0 +1,73 @@
+"""A conformance check any ``Store`` implementation can run (``await check_store(make_store)``)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import anyio
+
+from loop import LoopError, Reasoning, Role, Text, ToolCall, ToolResult, Turn, Usage
+from session._store import Store, StoreConflict
+
+
+class ConformanceError(LoopError):
+    """Raised when a store breaks the ``Store`` contract; the message says which rule."""
+
+
+def _require(ok: bool, rule: str) -> None:
+    if not ok:
+        raise ConformanceError(f"store breaks the contract: {rule}")
+
+
+SAMPLE = (
+    Turn(Role.SYSTEM, [Text("be brief")]),
+    Turn(Role.USER, [Text("héllo ✓")]),
+    Turn(Role.ASSISTANT, [Reasoning("think", "sig"), Text("calling"), ToolCall("c1", "add", '{"a": 1}'),
+                          Usage(3, 4)], {"finish_reason": "tool_calls"}),
+    Turn(Role.TOOL, [ToolResult("c1", "add", "error: boom", is_error=True)]),
+)
+
+
+async def check_store(make_store: Callable[[], Store | Awaitable[Store]]) -> None:
+    """Run the ``Store`` contract against a fresh store from ``make_store``; raises ``ConformanceError``."""
+    store = make_store()
+    if not hasattr(store, "load"):
+        store = await store  # type: ignore[misc]
+    _require(await store.load("absent") is None, "load of an unknown id returns None")
+
+    await store.append("s1", 0, SAMPLE[:2], {"k": 1})
+    loaded = await store.load("s1")
+    _require(loaded is not None and loaded.turns == SAMPLE[:2], "load returns the appended turns in order")
+    _require(loaded is not None and dict(loaded.meta) == {"k": 1}, "load returns the meta of the last append")
+
+    await store.append("s1", 2, SAMPLE[2:], {"k": 2, "nested": {"a": [1, 2]}})
+    loaded = await store.load("s1")
+    _require(loaded is not None and loaded.turns == SAMPLE, "every part type round-trips")
+    _require(loaded is not None and [t.meta for t in loaded] == [t.meta for t in SAMPLE], "turn meta round-trips")
+    _require(loaded is not None and dict(loaded.meta) == {"k": 2, "nested": {"a": [1, 2]}}, "meta is replaced")
+
+    for wrong in (0, 3, 5):
+        try:
+            await store.append("s1", wrong, SAMPLE[:1], {})
+        except StoreConflict:
+            pass
+        else:
+            raise ConformanceError(f"store breaks the contract: an append at {wrong} to 4 turns must conflict")
+    after = await store.load("s1")
+    _require(after is not None and after.turns == SAMPLE, "a conflicting append writes nothing")
+
+    await store.append("s1", 4, (), {"k": 3})
+    after = await store.load("s1")
+    _require(after is not None and len(after) == 4 and after.meta["k"] == 3, "an empty append updates meta only")
+
+    async def writer(n: int) -> None:
+        for i in range(5):
+            await store.append(f"c{n}", i, (Turn(Role.USER, [Text(f"{n}-{i}")]),), {"n": n})
+
+    async with anyio.create_task_group() as group:
+        for n in range(5):
+            group.start_soon(writer, n)
+    for n in range(5):
+        got = await store.load(f"c{n}")
+        _require(got is not None and [t.text for t in got] == [f"{n}-{i}" for i in range(5)],
+                 "concurrent writers to different sessions do not interfere")

@@ -1,0 +1,169 @@
+"""Stores: the conformance check on both built-in stores, SQLite durability under SIGKILL, and bad input."""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import anyio
+import pytest
+
+from loop import Role, State, Text, Turn, UsageError
+from session import MemoryStore, SQLiteStore, StoreConflict, StoreError, open_store
+from session.testing import ConformanceError, check_store
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def test_memory_store_conforms() -> None:
+    await check_store(MemoryStore)
+
+
+async def test_sqlite_store_conforms(tmp_path: Path) -> None:
+    stores: list[SQLiteStore] = []
+
+    def make() -> SQLiteStore:
+        stores.append(SQLiteStore(tmp_path / "conv.db"))
+        return stores[-1]
+
+    await check_store(make)
+    for store in stores:
+        await store.aclose()
+
+
+async def test_the_check_catches_a_store_that_ignores_conflicts() -> None:
+    class Careless(MemoryStore):
+        async def append(self, session_id, start, turns, meta):  # type: ignore[no-untyped-def]
+            current = await self.load(session_id)
+            await super().append(session_id, len(current or State()), turns, meta)
+
+    with pytest.raises(ConformanceError, match="must conflict"):
+        await check_store(Careless)
+
+
+async def test_sqlite_keeps_conversations_across_reopening(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "dir" / "conv.db"
+    store = SQLiteStore(path)
+    await store.append("a", 0, [Turn(Role.USER, [Text("one")])], {"title": "first"})
+    await store.aclose()
+    again = SQLiteStore(path)
+    state = await again.load("a")
+    assert state is not None and state.turns[0].text == "one" and state.meta["title"] == "first"
+    assert await again.sessions() == ["a"]
+    assert await again.delete("a") is True and await again.load("a") is None
+    assert await again.delete("a") is False
+    await again.aclose()
+
+
+async def test_sqlite_is_in_wal_mode_with_one_row_per_turn(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "c.db")
+    await store.append("s", 0, [Turn(Role.USER, [Text(str(i))]) for i in range(3)], {})
+    await store.aclose()
+    with sqlite3.connect(tmp_path / "c.db") as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+        rows = conn.execute("SELECT idx, data FROM turns ORDER BY idx").fetchall()
+    assert [(i, json.loads(d)["parts"][0]["text"]) for i, d in rows] == [(0, "0"), (1, "1"), (2, "2")]
+
+
+async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / "new.db") as conn:
+        conn.execute("PRAGMA user_version = 99")
+    store = SQLiteStore(tmp_path / "new.db")
+    with pytest.raises(StoreError, match="schema 99"):
+        await store.load("x")
+
+
+async def test_a_failed_write_leaves_nothing_half_written(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "c.db")
+    await store.append("s", 0, [Turn(Role.USER, [Text("kept")])], {})
+    with pytest.raises(UsageError, match="JSON"):
+        await store.append("s", 1, [Turn(Role.USER, [Text("lost")])], {"bad": object()})
+    with pytest.raises(StoreConflict):
+        await store.append("s", 0, [Turn(Role.USER, [Text("lost")])], {})
+    state = await store.load("s")
+    assert state is not None and [t.text for t in state] == ["kept"]
+    await store.aclose()
+
+
+async def test_an_unwritable_path_is_a_store_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    store = SQLiteStore(blocker / "c.db")
+    with pytest.raises((StoreError, OSError)):
+        await store.append("s", 0, [], {})
+
+
+@pytest.mark.parametrize("bad", ["", 3, None, "x" * 201])
+async def test_bad_session_ids_are_rejected(bad: object) -> None:
+    with pytest.raises(UsageError, match="session id"):
+        await MemoryStore().load(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("start", [-1, 1.0, True])
+async def test_bad_start_is_rejected(start: object) -> None:
+    with pytest.raises(UsageError, match="start"):
+        await MemoryStore().append("s", start, [], {})  # type: ignore[arg-type]
+
+
+def test_open_store_reads_urls(tmp_path: Path) -> None:
+    assert isinstance(open_store("memory://"), MemoryStore)
+    store = open_store(f"sqlite:///{tmp_path}/x.db")
+    assert isinstance(store, SQLiteStore) and store.path == tmp_path / "x.db"
+    for bad in ("postgres://x", "sqlite:///", "memory"):
+        with pytest.raises(UsageError, match="store URL"):
+            open_store(bad)
+
+
+CHILD = textwrap.dedent("""
+    import sys, anyio
+    from loop import Role, Text, Turn
+    from session import SQLiteStore
+
+    async def main():
+        store = SQLiteStore(sys.argv[1])
+        i = 0
+        while True:
+            await store.append("s", i, [Turn(Role.USER, [Text(str(i))])], {"last": i})
+            print(f"ack {i}", flush=True)
+            i += 1
+
+    anyio.run(main)
+""")
+
+
+@pytest.mark.slow
+async def test_sqlite_loses_no_acknowledged_turn_when_the_process_is_killed(tmp_path: Path) -> None:
+    path = tmp_path / "killed.db"
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(path)], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    acked = -1
+    assert child.stdout is not None
+    with anyio.fail_after(30):
+        while acked < 200:
+            line = await anyio.to_thread.run_sync(child.stdout.readline)
+            assert line.startswith("ack "), line
+            acked = int(line.split()[1])
+    child.send_signal(signal.SIGKILL)
+    await anyio.to_thread.run_sync(child.wait)
+    child.stdout.close()
+    assert child.returncode == -signal.SIGKILL
+
+    store = SQLiteStore(path)
+    state = await store.load("s")
+    assert state is not None
+    texts = [t.text for t in state]
+    assert len(texts) > acked, f"acknowledged {acked + 1} turns, found {len(texts)}"
+    assert texts == [str(i) for i in range(len(texts))]
+    assert state.meta["last"] == len(texts) - 1
+    # The conversation resumes where it stopped.
+    await store.append("s", len(texts), [Turn(Role.USER, [Text("resumed")])], {})
+    resumed = await store.load("s")
+    assert resumed is not None and resumed.last is not None and resumed.last.text == "resumed"
+    await store.aclose()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
