@@ -1,0 +1,103 @@
+"""Run every benchmark in one process and print one table.
+
+    python -m tests.benchmarks              # the full suite (about 6 s)
+    python -m tests.benchmarks --quick      # tiny sizes: proves the code runs, figures mean little
+    python -m tests.benchmarks --only turn,state
+    python -m tests.benchmarks --profile    # cProfile of benchmark (a), top functions by own time
+
+Benchmarks report; they do not fail the build. A MISS still exits 0. The exit status is 1 only when a
+benchmark crashes (its traceback is printed and the others still run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import os
+import platform
+import sys
+import time
+import traceback
+from collections.abc import Callable
+
+from loop import tracing
+from tests.benchmarks import bench_state, bench_tools, bench_turn, bench_verify
+from tests.benchmarks._harness import Figure, render_table
+
+BENCHMARKS: dict[str, Callable[..., list[Figure]]] = {
+    "turn": bench_turn.run,
+    "tools": bench_tools.run,
+    "verify": bench_verify.run,
+    "state": bench_state.run,
+}
+
+
+def environment() -> list[str]:
+    """Lines describing where the figures were measured."""
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on every platform
+        usable = os.cpu_count() or 0
+    try:
+        load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        load = "unknown"
+    versions = []
+    for name in ("anyio", "attrs", "jsonschema", "opentelemetry-sdk"):
+        try:
+            versions.append(f"{name} {importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            versions.append(f"{name} (not installed)")
+    if tracing.enabled():
+        traced = "ON: an OpenTelemetry SDK provider is installed, so the 'tracing off' figures include spans"
+    else:
+        traced = "off (no OpenTelemetry SDK provider installed or configured)"
+    return [
+        f"python:   {platform.python_implementation()} {platform.python_version()} on {platform.platform()}",
+        f"cpus:     {os.cpu_count()} (usable by this process: {usable}); load average 1/5/15 min: {load}",
+        f"tracing:  {traced}; the 'in-memory spans' row turns it on for its own samples only",
+        f"packages: {', '.join(versions)}; event loop: anyio on asyncio",
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.benchmarks", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes; proves the code runs")
+    parser.add_argument("--only", default="", help=f"comma-separated subset of {','.join(BENCHMARKS)}")
+    parser.add_argument("--profile", action="store_true", help="print a cProfile of benchmark (a) and stop")
+    args = parser.parse_args(argv)
+    if args.profile:
+        print(bench_turn.profile())
+        return 0
+    chosen = [n.strip() for n in args.only.split(",") if n.strip()] or list(BENCHMARKS)
+    unknown = [n for n in chosen if n not in BENCHMARKS]
+    if unknown:
+        parser.error(f"unknown benchmark(s) {unknown}; choose from {list(BENCHMARKS)}")
+
+    print("\n".join(environment()))
+    print(f"mode:     {'quick (tiny sizes; figures are not meaningful)' if args.quick else 'full'}\n")
+    figures: list[Figure] = []
+    crashed: list[str] = []
+    started = time.perf_counter()
+    for name in chosen:
+        t0 = time.perf_counter()
+        try:
+            figures += BENCHMARKS[name](quick=args.quick)
+        except Exception:
+            crashed.append(name)
+            print(f"benchmark {name!r} crashed:", file=sys.stderr)
+            traceback.print_exc()
+        finally:
+            tracing.configure(None)  # never leave a crashed benchmark's tracer behind
+        print(f"  ran {name:<7} in {time.perf_counter() - t0:5.1f} s", flush=True)
+    print()
+    print(render_table(figures))
+    misses = sum(f.verdict == "MISS" for f in figures)
+    passes = sum(f.verdict == "PASS" for f in figures)
+    print(f"\n{passes} PASS, {misses} MISS, {len(crashed)} crashed"
+          f"{' (' + ', '.join(crashed) + ')' if crashed else ''}; {time.perf_counter() - started:.1f} s in all")
+    return 1 if crashed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""The benchmark suite (tests/benchmarks, not collected by default) runs: every benchmark at tiny sizes.
+
+This proves the code works, not that the figures are good; run ``python -m tests.benchmarks`` for those.
+"""
+
+from __future__ import annotations
+
+import math
+from types import ModuleType
+
+import pytest
+
+from loop import tracing
+from tests.benchmarks import __main__ as suite
+from tests.benchmarks import bench_state, bench_tools, bench_turn, bench_verify
+from tests.benchmarks._harness import Figure
+
+
+@pytest.mark.parametrize("module", [bench_turn, bench_tools, bench_verify, bench_state],
+                         ids=lambda m: m.__name__.rsplit(".", 1)[-1])
+def test_benchmark_runs_and_reports_positive_figures(module: ModuleType) -> None:
+    figures = module.run(quick=True)
+    assert figures
+    for figure in figures:
+        assert isinstance(figure, Figure)
+        for number in (figure.value, figure.baseline, figure.ratio):
+            assert isinstance(number, float) and math.isfinite(number) and number > 0, figure
+        assert figure.verdict in ("PASS", "MISS", "info")
+    assert not tracing.enabled()  # the traced benchmark puts tracing back as it found it
+
+
+def test_the_runner_prints_a_table_and_exits_non_zero_only_on_a_crash(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def crash(quick: bool = False) -> list[Figure]:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(suite, "BENCHMARKS", {"verify": bench_verify.run, "crash": crash})
+    assert suite.main(["--quick", "--only", "verify"]) == 0
+    out = capsys.readouterr().out
+    assert "cpus:" in out and "tracing:" in out and "run_all of 3 verifiers" in out
+    assert "PASS" in out or "MISS" in out
+
+    assert suite.main(["--quick"]) == 1
+    captured = capsys.readouterr()
+    assert "RuntimeError: boom" in captured.err and "1 crashed (crash)" in captured.out
