@@ -14,6 +14,7 @@ from loop._events import (
     TurnStarted,
 )
 from loop._parts import Part, Reasoning, Role, Text, ToolCall, ToolResult, Usage
+from loop._progress import ProgressCallback, on_progress
 from loop._protocols import (
     Delta,
     Finish,
@@ -46,6 +47,7 @@ __all__ = [
     "LoopError",
     "Options",
     "Part",
+    "ProgressCallback",
     "Provider",
     "Reasoning",
     "ReasoningDelta",
@@ -76,5 +78,6 @@ __all__ = [
     "UsageDelta",
     "UsageError",
     "UseTool",
+    "on_progress",
     "tool",
 ]

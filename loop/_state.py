@@ -129,6 +129,42 @@ class State:
             yield node.turn
             node = node.prev
 
+    def prefix(self, count: int) -> State:
+        """The state holding only the first ``count`` turns (same meta); O(turns dropped)."""
+        if not isinstance(count, int) or count < 0:
+            raise UsageError(f"prefix takes a turn count >= 0, got {count!r}")
+        node = self._node
+        while node is not None and node.size > count:
+            node = node.prev
+        return State._make(node, self._meta)
+
+    def common_prefix(self, other: State) -> int:
+        """How many leading turns this state and ``other`` have in common.
+
+        Forks of one state share their prefix as the same objects, found in time proportional to how far
+        the two have diverged; turns that are merely equal (say, a state read back from a store) are
+        compared by value over the part not shared.
+        """
+        a, b = self._node, other._node
+        ours: list[Turn] = []
+        theirs: list[Turn] = []
+        while a is not None and (b is None or a.size > b.size):
+            ours.append(a.turn)
+            a = a.prev
+        while b is not None and (a is None or b.size > a.size):
+            theirs.append(b.turn)
+            b = b.prev
+        while a is not b:
+            ours.append(a.turn)  # type: ignore[union-attr]
+            theirs.append(b.turn)  # type: ignore[union-attr]
+            a, b = a.prev, b.prev  # type: ignore[union-attr]
+        shared = 0 if a is None else a.size
+        for mine, yours in zip(reversed(ours), reversed(theirs)):
+            if mine != yours or mine.meta != yours.meta:
+                break
+            shared += 1
+        return shared
+
     @property
     def last(self) -> Turn | None:
         return None if self._node is None else self._node.turn

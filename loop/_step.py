@@ -13,6 +13,7 @@ from loop import tracing
 from loop._accumulate import Accumulator
 from loop._events import EventBus, ToolFinished, ToolStarted, TurnCompleted, TurnFailed, TurnStarted
 from loop._parts import Part, Role, ToolCall, ToolResult
+from loop._progress import report, reporting
 from loop._protocols import Options, Provider, Request, ToolSpec
 from loop._state import State
 from loop._tools import ArgumentChecker, Tool, render, truncate
@@ -144,13 +145,17 @@ class Step:
         publish(TurnCompleted(turn))
         calls = turn.tool_calls
         if calls:
-            results = await self._run_tools(calls, disabled=opts.tool_choice == "none")
+            if reporting():
+                await report(state)
+            results = await self._run_tools(state, calls, disabled=opts.tool_choice == "none")
             tool_turn = Turn(Role.TOOL, results)
             state = state.append_turn(tool_turn)
             publish(TurnCompleted(tool_turn))
         return state
 
-    async def _run_tools(self, calls: tuple[ToolCall, ...], *, disabled: bool) -> tuple[ToolResult, ...]:
+    async def _run_tools(
+        self, state: State, calls: tuple[ToolCall, ...], *, disabled: bool
+    ) -> tuple[ToolResult, ...]:
         results: list[ToolResult | None] = [None] * len(calls)
 
         async def run_into(index: int) -> None:
@@ -166,9 +171,12 @@ class Step:
         except BaseException as exc:
             # Cancelled mid-call: answer every open call so that the published history stays valid to send
             # back to a model, then let the cancellation go on.
-            answered = tuple(r if r is not None else _error(c, CANCELLED) for r, c in zip(results, calls))
-            self.events.publish(TurnCompleted(Turn(Role.TOOL, answered)))
+            answered = Turn(Role.TOOL, [r if r is not None else _error(c, CANCELLED) for r, c in zip(results, calls)])
+            self.events.publish(TurnCompleted(answered))
             self.events.publish(TurnFailed(exc))
+            if reporting():
+                with anyio.CancelScope(shield=True):
+                    await report(state.append_turn(answered))
             raise
         return tuple(results)  # type: ignore[arg-type]
 

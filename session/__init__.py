@@ -1,10 +1,36 @@
 """Sessions own all IO: conversations, durable stores, conduits and the command line.
 
-Available now: the ``Store`` protocol with the in-memory and SQLite stores. Sessions, the manager and the
-conduits are in development.
+A ``Manager`` opens ``Session`` objects by id; each runs one worker that processes its user messages in order
+with a ``TurnProcessor`` (see ``cognitive.new_turn_processor``) and persists every completed turn through a
+``Store``: ``MemoryStore`` or the durable ``SQLiteStore``.
 """
 
+from session._events import Interrupted, MessageFailed, MessageFinished, MessageQueued, MessageStarted, TurnStored
+from session._manager import Manager, SessionLimit, StepFactory, step_factory
+from session._session import Message, Session, SessionBusy, SessionClosed, TurnProcessor
 from session._sqlite import SQLiteStore, open_store
 from session._store import MemoryStore, Store, StoreConflict, StoreError
 
-__all__ = ["MemoryStore", "SQLiteStore", "Store", "StoreConflict", "StoreError", "open_store"]
+__all__ = [
+    "Interrupted",
+    "Manager",
+    "MemoryStore",
+    "Message",
+    "MessageFailed",
+    "MessageFinished",
+    "MessageQueued",
+    "MessageStarted",
+    "SQLiteStore",
+    "Session",
+    "SessionBusy",
+    "SessionClosed",
+    "SessionLimit",
+    "StepFactory",
+    "Store",
+    "StoreConflict",
+    "StoreError",
+    "TurnProcessor",
+    "TurnStored",
+    "open_store",
+    "step_factory",
+]

@@ -22,14 +22,16 @@ CREATE TABLE IF NOT EXISTS sessions (
     id       TEXT PRIMARY KEY,
     meta     TEXT NOT NULL,
     length   INTEGER NOT NULL,
+    rev      INTEGER NOT NULL,
     created  REAL NOT NULL,
     updated  REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS turns (
     session_id  TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
     idx         INTEGER NOT NULL,
+    rev         INTEGER NOT NULL,
     data        TEXT NOT NULL,
-    PRIMARY KEY (session_id, idx)
+    PRIMARY KEY (session_id, idx, rev)
 ) WITHOUT ROWID;
 """
 T = TypeVar("T")
@@ -39,7 +41,8 @@ class SQLiteStore:
     """A ``Store`` in an SQLite file.
 
     Each append is one transaction: its turns (one row each) and the conversation's meta are written together
-    or not at all. With the WAL journal and ``synchronous="NORMAL"`` (the default) a committed append survives
+    or not at all. Rows are only ever inserted: moving to a branch starts a new revision whose rows supersede
+    the old ones from the branch point on, and the old rows stay as a record of what was tried. With the WAL journal and ``synchronous="NORMAL"`` (the default) a committed append survives
     the process being killed; ``synchronous="FULL"`` also survives a power cut, at the cost of an fsync per
     append. Turns are never updated in place. Calls run in a worker thread, one at a time.
     """
@@ -95,12 +98,15 @@ class SQLiteStore:
 
     def _load(self, session_id: str) -> tuple[str, list[str]] | None:
         conn = self._connect()
-        row = conn.execute("SELECT meta FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        row = conn.execute("SELECT meta, length FROM sessions WHERE id = ?", (session_id,)).fetchone()
         if row is None:
             return None
-        turns = [r[0] for r in conn.execute("SELECT data FROM turns WHERE session_id = ? ORDER BY idx",
-                                            (session_id,))]
-        return row[0], turns
+        latest: dict[int, str] = {}  # ordered by (idx, rev): the last row seen per idx is its newest revision
+        for idx, data in conn.execute(
+            "SELECT idx, data FROM turns WHERE session_id = ? AND idx < ? ORDER BY idx, rev", (session_id, row[1])
+        ):
+            latest[idx] = data
+        return row[0], list(latest.values())
 
     async def append(self, session_id: str, start: int, turns: Sequence[Turn], meta: Mapping[str, Any]) -> None:
         check_session_id(session_id)
@@ -116,18 +122,20 @@ class SQLiteStore:
         conn = self._connect()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            found = conn.execute("SELECT length FROM sessions WHERE id = ?", (session_id,)).fetchone()
-            stored = found[0] if found else 0
+            found = conn.execute("SELECT length, rev FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            stored, rev = found if found else (0, 0)
             check_append(session_id, stored, start, ())
+            if start < stored:
+                rev += 1  # a branch: its rows supersede the stored ones from `start` on
             now = time.time()
             conn.execute(
-                "INSERT INTO sessions (id, meta, length, created, updated) VALUES (?, ?, ?, ?, ?) "
+                "INSERT INTO sessions (id, meta, length, rev, created, updated) VALUES (?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT(id) DO UPDATE SET meta = excluded.meta, length = excluded.length, "
-                "updated = excluded.updated",
-                (session_id, meta, start + len(rows), now, now),
+                "rev = excluded.rev, updated = excluded.updated",
+                (session_id, meta, start + len(rows), rev, now, now),
             )
-            conn.executemany("INSERT INTO turns (session_id, idx, data) VALUES (?, ?, ?)",
-                             [(session_id, start + i, row) for i, row in enumerate(rows)])
+            conn.executemany("INSERT INTO turns (session_id, idx, rev, data) VALUES (?, ?, ?, ?)",
+                             [(session_id, start + i, rev, row) for i, row in enumerate(rows)])
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:

@@ -16,18 +16,21 @@ class StoreError(LoopError):
 
 
 class StoreConflict(StoreError):
-    """Raised when an append does not start where the stored conversation ends (another writer got there)."""
+    """Raised when an append would leave a gap: it starts after the end of the stored conversation."""
 
 
 @runtime_checkable
 class Store(Protocol):
-    """Durable conversations, append-only, one turn at a time.
+    """Durable conversations, written turn by turn and never rewritten in place.
 
-    ``append`` adds ``turns`` to conversation ``session_id`` starting at index ``start`` (the number of turns
-    already stored; 0 creates the conversation) and replaces its meta with ``meta``, all or nothing. A
-    ``start`` that is not the stored length raises ``StoreConflict`` and writes nothing. Once ``append``
-    returns, the turns survive the process being killed. ``load`` returns the stored ``State``, or ``None``
-    for an unknown id. Failures raise ``StoreError``.
+    ``append`` makes conversation ``session_id`` the first ``start`` stored turns followed by ``turns``, and
+    replaces its meta with ``meta``, all or nothing. Usually ``start`` is the stored length (a plain append;
+    0 creates the conversation). A smaller ``start`` moves to a branch: the turns after it stop being part of
+    the conversation (a store may keep them for audit, but ``load`` no longer returns them). A ``start``
+    past the stored length raises ``StoreConflict`` and writes nothing. Once ``append`` returns, the turns
+    survive the process being killed. ``load`` returns the stored ``State``, or ``None`` for an unknown id.
+    One writer per conversation at a time (a ``Manager`` ensures it within a process). Failures raise
+    ``StoreError``.
     """
 
     async def load(self, session_id: str) -> State | None: ...
@@ -58,6 +61,8 @@ class MemoryStore:
         await anyio.lowlevel.checkpoint()
         state = self._turns.get(check_session_id(session_id), State())
         check_append(session_id, len(state), start, turns)
+        if start < len(state):
+            state = State(state.turns[:start])
         for turn in turns:
             state = state.append_turn(turn)
         self._turns[session_id] = state
@@ -78,9 +83,9 @@ def check_append(session_id: str, stored: int, start: Any, turns: Sequence[Turn]
     """Raise what a store must raise for a bad append, before anything is written."""
     if not isinstance(start, int) or isinstance(start, bool) or start < 0:
         raise UsageError(f"start must be a turn index >= 0, got {start!r}")
-    if start != stored:
+    if start > stored:
         raise StoreConflict(f"session {session_id!r} holds {stored} turns; an append starting at turn {start} "
-                            "conflicts with another writer")
+                            "would leave a gap")
     for turn in turns:
         if not isinstance(turn, Turn):
             raise UsageError(f"a store holds Turn values, got {turn!r}")

@@ -46,19 +46,31 @@ async def check_store(make_store: Callable[[], Store | Awaitable[Store]]) -> Non
     _require(loaded is not None and [t.meta for t in loaded] == [t.meta for t in SAMPLE], "turn meta round-trips")
     _require(loaded is not None and dict(loaded.meta) == {"k": 2, "nested": {"a": [1, 2]}}, "meta is replaced")
 
-    for wrong in (0, 3, 5):
+    for gap in (5, 9):
         try:
-            await store.append("s1", wrong, SAMPLE[:1], {})
+            await store.append("s1", gap, SAMPLE[:1], {})
         except StoreConflict:
             pass
         else:
-            raise ConformanceError(f"store breaks the contract: an append at {wrong} to 4 turns must conflict")
+            raise ConformanceError(f"store breaks the contract: an append at {gap} to 4 turns must conflict")
     after = await store.load("s1")
     _require(after is not None and after.turns == SAMPLE, "a conflicting append writes nothing")
 
     await store.append("s1", 4, (), {"k": 3})
     after = await store.load("s1")
     _require(after is not None and len(after) == 4 and after.meta["k"] == 3, "an empty append updates meta only")
+
+    branch = Turn(Role.USER, [Text("a branch")])
+    await store.append("s1", 2, (branch,), {"k": 4})
+    after = await store.load("s1")
+    _require(after is not None and after.turns == (*SAMPLE[:2], branch), "a smaller start moves to a branch")
+    await store.append("s1", 3, SAMPLE[2:], {"k": 5})
+    after = await store.load("s1")
+    _require(after is not None and after.turns == (*SAMPLE[:2], branch, *SAMPLE[2:]),
+             "appending after a branch continues the branch")
+    await store.append("s1", 0, SAMPLE[:1], {})
+    after = await store.load("s1")
+    _require(after is not None and after.turns == SAMPLE[:1], "a branch can start at the first turn")
 
     async def writer(n: int) -> None:
         for i in range(5):

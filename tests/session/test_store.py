@@ -35,7 +35,7 @@ async def test_sqlite_store_conforms(tmp_path: Path) -> None:
         await store.aclose()
 
 
-async def test_the_check_catches_a_store_that_ignores_conflicts() -> None:
+async def test_the_check_catches_a_store_that_ignores_start() -> None:
     class Careless(MemoryStore):
         async def append(self, session_id, start, turns, meta):  # type: ignore[no-untyped-def]
             current = await self.load(session_id)
@@ -43,6 +43,30 @@ async def test_the_check_catches_a_store_that_ignores_conflicts() -> None:
 
     with pytest.raises(ConformanceError, match="must conflict"):
         await check_store(Careless)
+
+
+async def test_the_check_catches_a_store_that_cannot_branch() -> None:
+    class AppendOnly(MemoryStore):
+        async def append(self, session_id, start, turns, meta):  # type: ignore[no-untyped-def]
+            current = await self.load(session_id)
+            if start < len(current or State()):
+                return
+            await super().append(session_id, start, turns, meta)
+
+    with pytest.raises(ConformanceError, match="branch"):
+        await check_store(AppendOnly)
+
+
+async def test_sqlite_keeps_superseded_rows_as_a_record(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "c.db")
+    await store.append("s", 0, [Turn(Role.USER, [Text(t)]) for t in "abc"], {})
+    await store.append("s", 1, [Turn(Role.USER, [Text("B")])], {})
+    state = await store.load("s")
+    assert state is not None and [t.text for t in state] == ["a", "B"]
+    await store.aclose()
+    with sqlite3.connect(tmp_path / "c.db") as conn:
+        rows = conn.execute("SELECT idx, rev FROM turns ORDER BY idx, rev").fetchall()
+    assert rows == [(0, 0), (1, 0), (1, 1), (2, 0)]
 
 
 async def test_sqlite_keeps_conversations_across_reopening(tmp_path: Path) -> None:
@@ -83,8 +107,8 @@ async def test_a_failed_write_leaves_nothing_half_written(tmp_path: Path) -> Non
     await store.append("s", 0, [Turn(Role.USER, [Text("kept")])], {})
     with pytest.raises(UsageError, match="JSON"):
         await store.append("s", 1, [Turn(Role.USER, [Text("lost")])], {"bad": object()})
-    with pytest.raises(StoreConflict):
-        await store.append("s", 0, [Turn(Role.USER, [Text("lost")])], {})
+    with pytest.raises(StoreConflict, match="gap"):
+        await store.append("s", 2, [Turn(Role.USER, [Text("lost")])], {})
     state = await store.load("s")
     assert state is not None and [t.text for t in state] == ["kept"]
     await store.aclose()

@@ -1,0 +1,57 @@
+"""Events a session publishes about messages, besides the step's own events it passes on."""
+
+from __future__ import annotations
+
+import attrs
+
+from loop import Turn
+
+
+@attrs.frozen
+class MessageQueued:
+    """A user message was accepted; ``position`` messages are ahead of it (0: it runs next)."""
+
+    message_id: str
+    position: int
+
+
+@attrs.frozen
+class MessageStarted:
+    """The worker began processing a message."""
+
+    message_id: str
+
+
+@attrs.frozen
+class MessageFinished:
+    """A message was processed. A ``degraded`` outcome (a budget or cap stopped it) is not a success."""
+
+    message_id: str
+    answer: str | None
+    degraded: bool = False
+    reason: str = ""
+
+
+@attrs.frozen
+class MessageFailed:
+    """Processing a message raised; the conversation keeps every turn stored before the failure."""
+
+    message_id: str
+    error: str
+    kind: str
+
+
+@attrs.frozen
+class Interrupted:
+    """The current message was interrupted; ``dropped`` queued messages were discarded."""
+
+    message_id: str | None
+    dropped: int
+
+
+@attrs.frozen
+class TurnStored:
+    """A turn reached the store at ``index``: from here on it survives a crash (it is acknowledged)."""
+
+    index: int
+    turn: Turn

@@ -1,0 +1,145 @@
+"""``Manager``: opens sessions by id, runs their workers, and closes idle ones."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from loop import EventBus, LoopError, Provider, Step, Tool, TurnExecutor, UsageError, tracing
+from session._session import Session, TurnProcessor
+from session._store import MemoryStore, Store, check_session_id
+
+StepFactory = Callable[[Provider, EventBus], TurnExecutor]
+_log = tracing.logger("session.manager")
+
+
+class SessionLimit(LoopError):
+    """Raised when opening one more session would pass the manager's ``max_sessions``."""
+
+
+def step_factory(tools: Sequence[Tool] = (), **settings: Any) -> StepFactory:
+    """A factory making ``Step(provider, tools=tools, events=events, **settings)`` for each session."""
+    tools = tuple(tools)
+
+    def make(provider: Provider, events: EventBus) -> Step:
+        return Step(provider, tools=tools, events=events, **settings)
+
+    return make
+
+
+class Manager:
+    """Owns the store, the provider, the step factory and the processor, and every open session.
+
+    Use it as an async context manager: sessions' workers run in its task group and stop when it exits. A
+    session not yet open is resumed from the store when it holds that id. Sessions idle for
+    ``idle_timeout`` seconds are closed (their conversations stay in the store); at most ``max_sessions``
+    are open at once.
+    """
+
+    def __init__(
+        self,
+        processor: TurnProcessor,
+        *,
+        provider: Provider,
+        store: Store | None = None,
+        make_step: StepFactory | None = None,
+        max_sessions: int = 1000,
+        idle_timeout: float = 900.0,
+        queue_size: int = 64,
+    ) -> None:
+        if not callable(processor):
+            raise UsageError(f"Manager needs a turn processor (see cognitive.new_turn_processor), got {processor!r}")
+        if not callable(getattr(provider, "stream", None)):
+            raise UsageError(f"Manager needs a provider, got {provider!r}")
+        if not (isinstance(max_sessions, int) and max_sessions >= 1):
+            raise UsageError(f"max_sessions must be a positive integer, got {max_sessions!r}")
+        if not (isinstance(idle_timeout, (int, float)) and idle_timeout > 0):
+            raise UsageError(f"idle_timeout must be a positive number of seconds, got {idle_timeout!r}")
+        self.processor = processor
+        self.provider = provider
+        self.store = store if store is not None else MemoryStore()
+        self.make_step = make_step or step_factory()
+        self.max_sessions = max_sessions
+        self.idle_timeout = float(idle_timeout)
+        self.queue_size = queue_size
+        self._sessions: dict[str, Session] = {}
+        self._group: anyio.abc.TaskGroup | None = None
+        self._opening = anyio.Lock()
+
+    async def __aenter__(self) -> Manager:
+        self._group = anyio.create_task_group()
+        await self._group.__aenter__()
+        self._group.start_soon(self._reap_idle)
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> bool | None:
+        for session in list(self._sessions.values()):
+            await session.close()
+        assert self._group is not None  # set by __aenter__
+        self._group.cancel_scope.cancel()
+        try:
+            return await self._group.__aexit__(exc_type, exc, tb)
+        finally:
+            self._group = None
+            self._sessions.clear()
+
+    def get(self, session_id: str) -> Session | None:
+        """The open session with this id, if any."""
+        return self._sessions.get(session_id)
+
+    @property
+    def open_sessions(self) -> int:
+        return len(self._sessions)
+
+    async def open(self, session_id: str | None = None) -> Session:
+        """The session with ``session_id``: already open, resumed from the store, or new. Without an id, a
+        new session with an unguessable id."""
+        if self._group is None:
+            raise UsageError("open sessions inside 'async with manager:'")
+        if session_id is None:
+            session_id = secrets.token_urlsafe(18)
+        check_session_id(session_id)
+        async with self._opening:
+            session = self._sessions.get(session_id)
+            if session is not None:
+                return session
+            if len(self._sessions) >= self.max_sessions:
+                raise SessionLimit(f"{len(self._sessions)} sessions are open, the most this manager allows")
+            state = await self.store.load(session_id)
+            events = EventBus()
+            session = Session(session_id, step=self.make_step(self.provider, events), processor=self.processor,
+                              store=self.store, state=state, events=events, queue_size=self.queue_size)
+            self._sessions[session_id] = session
+            self._group.start_soon(self._serve, session)
+            return session
+
+    async def close(self, session_id: str) -> bool:
+        """Close an open session (its conversation stays in the store); whether it was open."""
+        session = self._sessions.pop(session_id, None)
+        if session is None:
+            return False
+        await session.close()
+        return True
+
+    async def _serve(self, session: Session) -> None:
+        try:
+            await session.serve()
+        finally:
+            if self._sessions.get(session.id) is session:
+                del self._sessions[session.id]
+
+    async def _reap_idle(self) -> None:
+        while True:
+            await anyio.sleep(min(60.0, self.idle_timeout / 4))
+            now = time.monotonic()
+            for session in list(self._sessions.values()):
+                if not session.busy and now - session.last_active > self.idle_timeout:
+                    _log.info("closing idle session", session=session.id)
+                    await self.close(session.id)
