@@ -61,11 +61,16 @@ Delta = Union[TextDelta, ReasoningDelta, ToolCallDelta, UsageDelta, Finish]
 # -- options and requests ------------------------------------------------------------------------------
 
 
+def _check_tool_name(_: Any, __: Any, value: Any) -> None:
+    if not isinstance(value, str) or not value:
+        raise UsageError(f"UseTool needs the name of a tool, got {value!r}")
+
+
 @attrs.frozen
 class UseTool:
     """A ``tool_choice`` that forces the model to call the tool named ``name``."""
 
-    name: str
+    name: str = attrs.field(validator=_check_tool_name)
 
 
 ToolChoice = Union[Literal["auto", "none", "required"], UseTool]
@@ -107,7 +112,8 @@ class Options:
     temperature: float | None = attrs.field(default=None, validator=_check_temperature)
     max_tokens: int | None = attrs.field(default=None, validator=_check_max_tokens)
     tool_choice: ToolChoice | None = attrs.field(default=None, validator=_check_choice)
-    output_schema: Mapping[str, Any] | None = attrs.field(default=None, eq=False, hash=False)
+    # Compared but not hashed (a dict cannot be): options asking for different schemas are different options.
+    output_schema: Mapping[str, Any] | None = attrs.field(default=None, hash=False)
     stop: tuple[str, ...] | None = attrs.field(default=None, converter=_stop)
 
     def merge(self, override: Options | None) -> Options:
@@ -128,7 +134,7 @@ class ToolSpec:
 
     name: str
     description: str
-    parameters: Mapping[str, Any] = attrs.field(eq=False, hash=False)
+    parameters: Mapping[str, Any] = attrs.field(hash=False)
 
 
 @attrs.frozen

@@ -7,8 +7,10 @@ import enum
 import functools
 import inspect
 import json
+import re
+import types
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, get_type_hints, overload, runtime_checkable
+from typing import Any, Protocol, Union, get_args, get_origin, get_type_hints, overload, runtime_checkable
 
 import anyio
 import attrs
@@ -35,6 +37,10 @@ class Tool(Protocol):
     async def call(self, arguments: Mapping[str, Any]) -> Any: ...
 
 
+# ASCII only: model APIs refuse other tool names.
+_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
 class FunctionTool:
     """A ``Tool`` made from a typed, documented function (see ``tool``). Calling it calls the function."""
 
@@ -50,7 +56,7 @@ class FunctionTool:
         if not callable(fn):
             raise UsageError(f"tool() needs a function, got {fn!r}")
         tool_name = name or getattr(fn, "__name__", None)
-        if not tool_name or not tool_name.replace("_", "a").replace("-", "a").replace(".", "a").isalnum():
+        if not isinstance(tool_name, str) or not _NAME.fullmatch(tool_name):
             raise UsageError(f"tool name must be letters, digits, '_', '-' or '.', got {tool_name!r}")
         if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
             raise UsageError(f"tool {tool_name!r}: timeout must be a positive number of seconds, got {timeout!r}")
@@ -70,7 +76,7 @@ class FunctionTool:
     async def call(self, arguments: Mapping[str, Any]) -> Any:
         kwargs = dict(arguments)
         for key, enum_type in self._enums.items():
-            if key in kwargs and not isinstance(kwargs[key], enum_type):
+            if kwargs.get(key) is not None and not isinstance(kwargs[key], enum_type):
                 kwargs[key] = enum_type(kwargs[key])
         if self._async:
             return await self._fn(**kwargs)
@@ -121,7 +127,14 @@ def _enum_params(fn: Callable[..., Any]) -> dict[str, type[enum.Enum]]:
         hints = get_type_hints(fn)
     except Exception:
         return {}
-    return {k: v for k, v in hints.items() if isinstance(v, type) and issubclass(v, enum.Enum)}
+    enums: dict[str, type[enum.Enum]] = {}
+    for key, hint in hints.items():
+        if get_origin(hint) in (Union, types.UnionType):  # Optional[Unit] is converted too
+            members = [a for a in get_args(hint) if a is not type(None)]
+            hint = members[0] if len(members) == 1 else None
+        if isinstance(hint, type) and issubclass(hint, enum.Enum):
+            enums[key] = hint
+    return enums
 
 
 class ArgumentChecker:

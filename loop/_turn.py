@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -19,10 +19,21 @@ def _freeze_meta(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
         return EMPTY
     if isinstance(value, MappingProxyType):
         return value
+    if not isinstance(value, Mapping):
+        raise UsageError(f"a turn's meta must be a mapping, got {type(value).__name__}")
     return MappingProxyType(dict(value))
 
 
+def _role(value: Any) -> Role:
+    try:
+        return Role(value)
+    except ValueError:
+        raise UsageError(f"unknown role {value!r} (expected one of {[r.value for r in Role]})") from None
+
+
 def _parts(value: Any) -> tuple[Part, ...]:
+    if isinstance(value, (str, *PART_TYPES)) or not isinstance(value, Iterable):
+        raise UsageError(f"a turn's parts must be a sequence of loop parts, got {value!r}")
     parts = tuple(value)
     for part in parts:
         if not isinstance(part, PART_TYPES):
@@ -34,7 +45,7 @@ def _parts(value: Any) -> tuple[Part, ...]:
 class Turn:
     """One message: who spoke (``role``), what was said (``parts``), and free-form ``meta``."""
 
-    role: Role = attrs.field(converter=Role)
+    role: Role = attrs.field(converter=_role)
     parts: tuple[Part, ...] = attrs.field(default=(), converter=_parts)
     meta: Mapping[str, Any] = attrs.field(default=EMPTY, converter=_freeze_meta, eq=False, hash=False)
 

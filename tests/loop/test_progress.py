@@ -1,0 +1,136 @@
+"""``on_progress``: partial states reported from inside a turn, and the ``State`` helpers stores use."""
+
+from typing import Any
+
+import anyio
+import pytest
+
+from loop import Role, State, Step, Text, ToolStarted, UsageError, on_progress, tool
+from provider import Scripted, tool_call
+
+START = State().append(Role.USER, Text("go"))
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Add."""
+    return a + b
+
+
+async def test_a_turn_with_tool_calls_reports_the_assistant_turn_before_the_tools_run() -> None:
+    reported: list[State] = []
+
+    async def record(state: State) -> None:
+        reported.append(state)
+
+    step = Step(Scripted([[tool_call("add", {"a": 1, "b": 2})], "plain answer"]), tools=[add])
+    with on_progress(record):
+        state = await step.turn(START)
+        final = await step.turn(state.append(Role.USER, Text("thanks")))
+    assert len(reported) == 1  # the text-only turn has nothing partial to report
+    (partial,) = reported
+    assert [t.role for t in partial] == [Role.USER, Role.ASSISTANT]
+    assert partial.pending_calls == state[1].tool_calls
+    assert final.answer == "plain answer"
+
+
+async def test_nothing_is_reported_outside_the_block() -> None:
+    reported: list[State] = []
+
+    async def record(state: State) -> None:
+        reported.append(state)
+
+    with on_progress(record):
+        pass
+    await Step(Scripted([[tool_call("add", {"a": 1, "b": 2})]]), tools=[add]).turn(START)
+    assert reported == []
+
+
+async def test_an_error_in_the_callback_fails_the_turn() -> None:
+    async def broken(state: State) -> None:
+        raise RuntimeError("store is down")
+
+    step = Step(Scripted([[tool_call("add", {"a": 1, "b": 2})]]), tools=[add])
+    with on_progress(broken), pytest.raises(RuntimeError, match="store is down"):
+        await step.turn(START)
+
+
+async def test_a_turn_cancelled_while_tools_run_reports_the_answered_calls() -> None:
+    reported: list[State] = []
+
+    async def record(state: State) -> None:
+        await anyio.sleep(0)  # a real store awaits; the report must survive the cancellation
+        reported.append(state)
+
+    @tool
+    async def hang() -> str:
+        await anyio.sleep_forever()
+        return "unreachable"
+
+    step = Step(Scripted([[tool_call("add", {"a": 1, "b": 2}, id="a"), tool_call("hang", id="h")]]),
+                tools=[add, hang])
+    scope = anyio.CancelScope()
+    returned: list[Any] = []
+
+    async def run() -> None:
+        with scope, on_progress(record):
+            returned.append(await step.turn(START))
+
+    with step.events.subscribe(buffer=None) as watch, anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            group.start_soon(run)
+            async for event in watch:
+                if isinstance(event, ToolStarted) and event.call.id == "h":
+                    break
+            await anyio.wait_all_tasks_blocked()
+            scope.cancel()
+    assert returned == []
+    assert len(reported) == 2
+    last = reported[-1]
+    assert [t.role for t in last] == [Role.USER, Role.ASSISTANT, Role.TOOL]
+    assert last.pending_calls == ()
+    a, h = last[-1].tool_results
+    assert (a.content, a.is_error) == ("3", False)
+    assert h.is_error and "cancelled" in h.content
+
+
+def chat(n: int) -> State:
+    state = State().with_meta(run="r")
+    for i in range(n):
+        state = state.append(Role.USER if i % 2 == 0 else Role.ASSISTANT, Text(f"t{i}"))
+    return state
+
+
+def test_prefix_keeps_the_first_turns_and_the_meta() -> None:
+    state = chat(5)
+    assert [t.text for t in state.prefix(2)] == ["t0", "t1"]
+    assert state.prefix(2).meta == {"run": "r"}
+    assert state.prefix(0) == State().with_meta(run="r")
+    assert state.prefix(5) == state and state.prefix(99) == state
+    assert len(state) == 5
+
+
+@pytest.mark.parametrize("count", [-1, 1.5, "2", None])
+def test_prefix_rejects_bad_counts(count: Any) -> None:
+    with pytest.raises(UsageError, match="prefix takes a turn count"):
+        chat(2).prefix(count)
+
+
+def test_common_prefix_of_forks_and_of_equal_copies() -> None:
+    base = chat(4)
+    left = base.append(Role.USER, Text("left")).append(Role.ASSISTANT, Text("more"))
+    right = base.append(Role.USER, Text("right"))
+    assert left.common_prefix(right) == right.common_prefix(left) == 4
+    assert base.common_prefix(left) == 4 and left.common_prefix(left) == 6
+    assert State().common_prefix(left) == 0
+    copy = State.from_json(left.to_json())  # equal by value, no shared nodes
+    assert copy.common_prefix(left) == 6
+    assert copy.common_prefix(right) == 4
+    assert chat(3).common_prefix(State().append(Role.ASSISTANT, Text("t0"))) == 0
+
+
+def test_common_prefix_counts_turn_meta() -> None:
+    one = State().append(Role.USER, Text("x"), meta={"id": 1})
+    two = State().append(Role.USER, Text("x"), meta={"id": 2})
+    assert one == two  # turn meta is not part of equality...
+    assert one.common_prefix(two) == 0  # ...but a store must not treat these turns as the same

@@ -1,0 +1,133 @@
+"""``loop.tracing``: OpenTelemetry spans with GenAI attributes, free while tracing is off."""
+
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from loop import Options, Role, State, Step, Text, Usage, tool, tracing
+from loop.errors import ProviderError
+from provider import Scripted, tool_call
+
+START = State().append(Role.USER, Text("go"))
+
+
+@tool
+async def lookup(q: str) -> str:
+    """Look it up."""
+    return f"found {q}"
+
+
+@tool
+async def broken() -> str:
+    """Fails."""
+    raise ValueError("nope")
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.configure(provider)
+    try:
+        yield exporter
+    finally:
+        tracing.configure(None)
+        provider.shutdown()
+
+
+def test_tracing_is_off_without_a_provider() -> None:
+    # the global provider is never set in tests; the framework must notice it is a no-op
+    assert isinstance(trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
+    assert tracing.enabled() is False
+    assert tracing.span("turn", {"a": 1}) is tracing.NOOP_SPAN
+
+
+def test_the_noop_span_does_nothing() -> None:
+    with tracing.span("x") as span:
+        span.set_attribute("k", "v")
+        span.set_attributes({"k": "v"})
+        span.add_event("e")
+        assert span.is_recording() is False
+    assert span is tracing.NOOP_SPAN
+
+
+def test_configure_none_goes_back_to_the_global_provider(spans: InMemorySpanExporter) -> None:
+    assert tracing.enabled()
+    tracing.configure(trace.NoOpTracerProvider())
+    assert not tracing.enabled()
+    tracing.configure(None)
+    assert not tracing.enabled()
+
+
+def test_span_leaves_out_none_attributes(spans: InMemorySpanExporter) -> None:
+    with tracing.span("work", {"kept": 1, "dropped": None}) as span:
+        assert span is not tracing.NOOP_SPAN and span.is_recording()
+    (finished,) = spans.get_finished_spans()
+    assert finished.name == "work"
+    assert dict(finished.attributes or {}) == {"kept": 1}
+
+
+def by_name(spans: InMemorySpanExporter) -> dict[str, ReadableSpan]:
+    finished = spans.get_finished_spans()
+    named = {s.name: s for s in finished}
+    assert len(named) == len(finished), [s.name for s in finished]
+    return named
+
+
+async def test_a_turn_with_a_tool_call_makes_nested_genai_spans(spans: InMemorySpanExporter) -> None:
+    reply = [Text("Looking."), tool_call("lookup", {"q": "x"}, id="c1"), Usage(11, 7)]
+    step = Step(Scripted([reply]), tools=[lookup], options=Options(temperature=0.5))
+    await step.turn(START)
+    named = by_name(spans)
+    assert set(named) == {"turn", "chat", "execute_tool lookup"}
+    turn, chat, tool_span = named["turn"], named["chat"], named["execute_tool lookup"]
+    assert turn.parent is None
+    assert chat.parent is not None and chat.parent.span_id == turn.context.span_id
+    assert tool_span.parent is not None and tool_span.parent.span_id == turn.context.span_id
+    assert chat.context.trace_id == tool_span.context.trace_id == turn.context.trace_id
+    assert turn.attributes is not None and turn.attributes["turn.index"] == 1
+    assert dict(chat.attributes or {}) == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.temperature": 0.5,
+        "gen_ai.usage.input_tokens": 11,
+        "gen_ai.usage.output_tokens": 7,
+        "gen_ai.response.finish_reasons": ("tool_calls",),
+    }
+    assert dict(tool_span.attributes or {}) == {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "lookup",
+        "gen_ai.tool.call.id": "c1",
+    }
+
+
+async def test_chat_span_names_the_model_and_omits_usage_when_none_is_streamed(spans: InMemorySpanExporter) -> None:
+    await Step(Scripted(["hi"]), options=Options(model="m-1", max_tokens=64)).turn(START)
+    chat = by_name(spans)["chat m-1"]
+    attributes = dict(chat.attributes or {})
+    assert attributes["gen_ai.request.model"] == "m-1" and attributes["gen_ai.request.max_tokens"] == 64
+    assert "gen_ai.usage.input_tokens" not in attributes
+
+
+async def test_parallel_tools_each_get_a_span_under_the_turn(spans: InMemorySpanExporter) -> None:
+    reply = [tool_call("lookup", {"q": "a"}), tool_call("broken")]
+    await Step(Scripted([reply]), tools=[lookup, broken]).turn(START)
+    named = by_name(spans)
+    turn_id = named["turn"].context.span_id
+    for name in ("execute_tool lookup", "execute_tool broken"):
+        parent = named[name].parent
+        assert parent is not None and parent.span_id == turn_id
+    assert (named["execute_tool broken"].attributes or {}).get("error.type") == "tool_error"
+    assert "error.type" not in (named["execute_tool lookup"].attributes or {})
+
+
+async def test_a_failed_turn_records_the_error(spans: InMemorySpanExporter) -> None:
+    with pytest.raises(ProviderError):
+        await Step(Scripted([ProviderError("down", status=503)])).turn(START)
+    named = by_name(spans)
+    assert not named["chat"].status.is_ok and not named["turn"].status.is_ok
+    assert any(e.name == "exception" for e in named["chat"].events)

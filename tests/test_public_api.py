@@ -1,0 +1,89 @@
+"""The exported names of every package, so the public surface changes only on purpose.
+
+When this test fails because a name was added or removed deliberately, update the list here in the same change.
+"""
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+from loop import LoopError
+
+PUBLIC = {
+    "loop": [
+        "Delta", "EventBus", "EventsDropped", "Finish", "FunctionTool", "LoopError", "Options", "Part",
+        "ProgressCallback", "Provider", "Reasoning", "ReasoningDelta", "Request", "Role", "State", "Step",
+        "Subscription", "Text", "TextDelta", "Tool", "ToolCall", "ToolCallDelta", "ToolChoice", "ToolFinished",
+        "ToolResult", "ToolSpec", "ToolStarted", "Transform", "Turn", "TurnCompleted", "TurnExecutor", "TurnFailed",
+        "TurnRunner", "TurnStarted", "TurnSubmitter", "Usage", "UsageDelta", "UsageError", "UseTool", "on_progress",
+        "tool",
+    ],
+    "loop.errors": [
+        "AuthenticationError", "BadRequestError", "BudgetExhausted", "LoopError", "OverloadedError",
+        "ProviderError", "ProviderTimeout", "ProviderUnreachable", "RateLimitError", "ScriptExhausted",
+        "ServerError", "StreamError", "UsageError", "VerificationError", "VerificationFailed",
+    ],
+    "loop.tracing": [
+        "NOOP_SPAN", "configure", "enabled", "logger", "span",
+    ],
+    "provider": [
+        "Anthropic", "CassetteMismatch", "Function", "OpenAICompatible", "Recording", "Replay", "Reply",
+        "ReplyFunction", "Retry", "Scripted", "from_spec", "tool_call",
+    ],
+    "verifier": [
+        "Check", "CommandVerifier", "FunctionVerifier", "Result", "Status", "Verifier", "build_report", "failed",
+        "passed", "run_all",
+    ],
+    "cognitive": [
+        "Factory", "Pattern", "ReAct", "SingleShot", "TurnProcessor", "WithVerification", "new_turn_processor",
+        "react_factory",
+    ],
+    "session": [
+        "Interrupted", "Manager", "MemoryStore", "Message", "MessageFailed", "MessageFinished", "MessageQueued",
+        "MessageStarted", "SQLiteStore", "Session", "SessionBusy", "SessionClosed", "SessionLimit", "StepFactory",
+        "Store", "StoreConflict", "StoreError", "TurnProcessor", "TurnStored", "open_store", "step_factory",
+    ],
+    "sandbox": [],
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC))
+def test_exported_names(name: str) -> None:
+    module = importlib.import_module(name)
+    assert sorted(module.__all__) == sorted(PUBLIC[name])
+    assert len(set(module.__all__)) == len(module.__all__), "a name is exported twice"
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC))
+def test_every_exported_name_exists(name: str) -> None:
+    module = importlib.import_module(name)
+    missing = [n for n in module.__all__ if not hasattr(module, n)]
+    assert missing == []
+
+
+@pytest.mark.parametrize("name", [n for n in PUBLIC if "." not in n])
+def test_star_import_gives_exactly_the_exported_names(name: str) -> None:
+    namespace: dict[str, object] = {}
+    exec(f"from {name} import *", namespace)
+    assert sorted(k for k in namespace if k != "__builtins__") == sorted(PUBLIC[name])
+
+
+def test_loop_imports_no_other_project_package() -> None:
+    code = (
+        "import sys, loop, loop.tracing, loop.errors\n"
+        "others = {'provider', 'verifier', 'cognitive', 'session', 'sandbox'}\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in others))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC))
+def test_every_exported_exception_derives_from_loop_error(name: str) -> None:
+    module = importlib.import_module(name)
+    exported = [getattr(module, n) for n in module.__all__]
+    strays = [e.__name__ for e in exported
+              if isinstance(e, type) and issubclass(e, BaseException) and not issubclass(e, LoopError)]
+    assert strays == []
