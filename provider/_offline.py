@@ -33,6 +33,11 @@ async def _raise(error: BaseException) -> AsyncIterator[Delta]:
     yield  # pragma: no cover - makes this an async generator
 
 
+def _check_chunk_size(chunk_size: object) -> None:
+    if not (isinstance(chunk_size, int) and not isinstance(chunk_size, bool) and chunk_size > 0):
+        raise UsageError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+
+
 class Scripted:
     """Replies with ``replies`` in order, one per request; the stand-in for a model in tests and demos.
 
@@ -42,11 +47,10 @@ class Scripted:
     """
 
     def __init__(self, replies: Iterable[Reply], *, chunk_size: int = 16) -> None:
-        if isinstance(replies, (str, bytes)):
+        if isinstance(replies, (str, bytes)) or not isinstance(replies, Iterable):
             raise UsageError("Scripted takes a list of replies; wrap a single reply in a list: Scripted([...])")
         self._replies = tuple(check_reply(r, f"reply {i}") for i, r in enumerate(replies))
-        if not (isinstance(chunk_size, int) and chunk_size > 0):
-            raise UsageError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+        _check_chunk_size(chunk_size)
         self._chunk = chunk_size
         self._ids = itertools.count()
         self._next = 0
@@ -82,14 +86,14 @@ class Function:
     """A provider that calls ``fn(request)`` for each response.
 
     ``fn`` may be sync or async and return a reply (as for ``Scripted``), or be an async generator that yields
-    ``Delta`` values itself for full control of the stream.
+    ``Delta`` values itself for full control of the stream. A function that returns an async iterator of
+    deltas (such as another provider's ``stream(request)``) is streamed from the same way.
     """
 
     def __init__(self, fn: ReplyFunction, *, chunk_size: int = 16) -> None:
         if not callable(fn):
             raise UsageError(f"Function needs a callable taking a Request, got {fn!r}")
-        if not (isinstance(chunk_size, int) and chunk_size > 0):
-            raise UsageError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+        _check_chunk_size(chunk_size)
         self._fn = fn
         self._gen = inspect.isasyncgenfunction(fn)
         self._chunk = chunk_size
@@ -104,6 +108,15 @@ class Function:
         reply: Any = self._fn(request)
         if inspect.isawaitable(reply):
             reply = await reply
+        if isinstance(reply, AsyncIterator):
+            try:
+                async for delta in reply:
+                    yield delta
+            finally:
+                aclose = getattr(reply, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+            return
         parts = check_reply(reply, f"reply of {getattr(self._fn, '__name__', 'function')}")
         if isinstance(parts, BaseException):
             raise parts

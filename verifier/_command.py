@@ -10,12 +10,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import anyio
-from anyio.abc import Process
+from anyio.abc import ByteSendStream, Process
 
 from loop import State, UsageError
 from verifier._core import Result, Status
 
 TAIL_CHARS = 4000
+TAIL_BYTES = TAIL_CHARS * 4  # enough bytes for TAIL_CHARS characters of any UTF-8 text
 
 
 class CommandVerifier:
@@ -66,27 +67,30 @@ class CommandVerifier:
             )
         except FileNotFoundError:
             return Result(self.name, Status.ERROR, f"Command not found: `{self.argv[0]}` (running `{command}`).")
-        except PermissionError as exc:
+        except OSError as exc:  # not executable, bad interpreter line, ...
             return Result(self.name, Status.ERROR, f"Cannot run `{command}`: {exc}.")
         output = bytearray()
-        total = 0
+        dropped = False
         try:
             with anyio.move_on_after(self.timeout) as scope:
-                if self.feed_answer and process.stdin is not None:
-                    async with process.stdin:
-                        await process.stdin.send((state.answer or "").encode())
-                assert process.stdout is not None  # guaranteed: stdout=PIPE above
-                async for chunk in process.stdout:
-                    total += len(chunk)
-                    output += chunk
-                    if len(output) > 2 * TAIL_CHARS * 4:  # keep memory bounded on floods
-                        del output[: len(output) - TAIL_CHARS * 4]
-                code = await process.wait()
+                async with anyio.create_task_group() as group:
+                    if process.stdin is not None:
+                        # Fed concurrently with reading: a command that echoes its input would otherwise fill
+                        # its output pipe while we are still writing, and both sides would wait forever.
+                        group.start_soon(_feed, process.stdin, (state.answer or "").encode())
+                    assert process.stdout is not None  # guaranteed: stdout=PIPE above
+                    async for chunk in process.stdout:
+                        output += chunk
+                        if len(output) > 2 * TAIL_BYTES:  # keep memory bounded on floods
+                            del output[: len(output) - TAIL_BYTES]
+                            dropped = True
+                    code = await process.wait()
         finally:
             await _reap(process)
         text = output.decode("utf-8", errors="replace")
         tail = text[-TAIL_CHARS:]
-        shown = f"the last {len(tail):,} characters of its output" if len(tail) < total else "its output"
+        cut = dropped or len(tail) < len(text)
+        shown = f"the last {len(tail):,} characters of its output" if cut else "its output"
         block = f"\n\n{shown}:\n\n```\n{tail.rstrip()}\n```" if tail.strip() else "\n\nIt printed nothing."
         if scope.cancelled_caught:
             return Result(self.name, Status.FAIL,
@@ -97,6 +101,15 @@ class CommandVerifier:
 
     def __repr__(self) -> str:
         return f"CommandVerifier({self.name!r}, {list(self.argv)!r})"
+
+
+async def _feed(stdin: ByteSendStream, data: bytes) -> None:
+    """Write ``data`` to the command's standard input and close it; a command may stop reading early."""
+    try:
+        async with stdin:
+            await stdin.send(data)
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError, BrokenPipeError, ConnectionResetError):
+        pass
 
 
 async def _reap(process: Process) -> None:

@@ -66,9 +66,14 @@ async def run_all(
 ) -> list[Result]:
     """Run every verifier concurrently on ``state``; the results sorted by name.
 
-    An exception becomes an ERROR result. A verifier still running after ``timeout`` seconds is stopped and
-    FAILs (the model can fix an answer that makes a check hang; ERROR is for broken infrastructure).
+    Every result carries its verifier's name. An exception becomes an ERROR result. A verifier still running
+    after ``timeout`` seconds is stopped and FAILs (the model can fix an answer that makes a check hang; ERROR is
+    for broken infrastructure).
     """
+    if isinstance(verifiers, (str, bytes)) or not isinstance(verifiers, Iterable):
+        raise UsageError(f"run_all takes a list of verifiers, got {verifiers!r}")
+    if not isinstance(state, State):
+        raise UsageError(f"run_all verifies a loop.State, got {state!r}")
     verifiers = tuple(verifiers)
     for v in verifiers:
         if not isinstance(getattr(v, "name", None), str) or not callable(getattr(v, "verify", None)):
@@ -99,6 +104,9 @@ async def _verify(v: Verifier, state: State, timeout: float | None) -> Result:
                 result = Result(v.name, Status.FAIL, f"The check did not finish within {timeout:g} seconds.")
             elif not isinstance(result, Result):
                 result = Result(v.name, Status.ERROR, f"verify() returned {result!r}, not a verifier.Result")
+            elif result.name != v.name:
+                # e.g. a bare passed()/failed(): results are sorted, reported and keyed by the verifier's name.
+                result = attrs.evolve(result, name=v.name)
         except Exception as exc:
             _log.warning("verifier raised", verifier=v.name, error=repr(exc))
             result = Result(v.name, Status.ERROR, f"The verifier raised {type(exc).__name__}: {exc}")

@@ -1,0 +1,160 @@
+"""``Function``: a Python function as a provider, sync, async, or streaming its own deltas."""
+
+import functools
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from loop import (
+    Delta,
+    Finish,
+    Options,
+    Request,
+    Role,
+    State,
+    Step,
+    Text,
+    TextDelta,
+    ToolCallDelta,
+    Turn,
+    Usage,
+    UsageDelta,
+    UsageError,
+    UseTool,
+    tool,
+)
+from loop.errors import ProviderError
+from provider import Function, Scripted, tool_call
+
+REQUEST = Request((Turn(Role.USER, (Text("hi"),)),))
+
+
+async def collect(p: Any, request: Request = REQUEST) -> list[Any]:
+    return [delta async for delta in p.stream(request)]
+
+
+async def test_a_sync_function_replies() -> None:
+    p = Function(lambda request: "Hello there", chunk_size=5)
+    assert await collect(p) == [TextDelta("Hello"), TextDelta(" ther"), TextDelta("e"), Finish("stop")]
+
+
+async def test_an_async_function_replies() -> None:
+    async def reply(request: Request) -> list[Any]:
+        await anyio.lowlevel.checkpoint()
+        return ["Calling.", tool_call("lookup", {"q": "x"}, id="c7"), Usage(1, 2)]
+
+    deltas = await collect(Function(reply, chunk_size=100))
+    assert deltas[0] == TextDelta("Calling.")
+    assert [d for d in deltas if type(d) is ToolCallDelta][0].id == "c7"
+    assert deltas[-2:] == [UsageDelta(Usage(1, 2)), Finish("tool_calls")]
+
+
+async def test_an_async_generator_streams_its_own_deltas_untouched() -> None:
+    async def stream(request: Request) -> AsyncIterator[Delta]:
+        yield TextDelta("a")
+        yield ToolCallDelta(3, "id", "f", '{"x"')
+        yield ToolCallDelta(3, arguments_fragment=": 1}")
+        yield Finish("length")
+
+    deltas = await collect(Function(stream))
+    assert deltas == [TextDelta("a"), ToolCallDelta(3, "id", "f", '{"x"'), ToolCallDelta(3, None, None, ": 1}"),
+                      Finish("length")]
+
+
+async def test_a_function_returning_another_providers_stream_is_streamed_from() -> None:
+    inner = Scripted(["delegated"])
+    assert await collect(Function(lambda request: inner.stream(request))) == [TextDelta("delegated"),
+                                                                            Finish("stop")]
+    assert inner.requests == [REQUEST]
+
+
+async def test_a_partial_of_an_async_generator_still_streams() -> None:
+    async def stream(request: Request, word: str) -> AsyncIterator[Delta]:
+        yield TextDelta(word)
+
+    assert await collect(Function(functools.partial(stream, word="bound"))) == [TextDelta("bound")]
+
+
+async def test_an_invalid_reply_is_a_usage_error_naming_the_function() -> None:
+    def broken(request: Request) -> Any:
+        return 42
+
+    with pytest.raises(UsageError, match="reply of broken: 42 is not a reply"):
+        await collect(Function(broken))
+
+
+async def test_an_exception_the_function_raises_propagates() -> None:
+    def fails(request: Request) -> str:
+        raise RuntimeError("model on fire")
+
+    with pytest.raises(RuntimeError, match="model on fire"):
+        await collect(Function(fails))
+
+
+async def test_an_exception_instance_returned_is_raised() -> None:
+    error = ProviderError("rate limited", status=429, retryable=True)
+    with pytest.raises(ProviderError) as caught:
+        await collect(Function(lambda request: error))
+    assert caught.value is error
+
+
+async def test_an_async_generator_that_raises_mid_stream_propagates() -> None:
+    async def stream(request: Request) -> AsyncIterator[Delta]:
+        yield TextDelta("partial")
+        raise ProviderError("connection reset")
+
+    seen = []
+    with pytest.raises(ProviderError, match="connection reset"):
+        async for delta in Function(stream).stream(REQUEST):
+            seen.append(delta)
+    assert seen == [TextDelta("partial")]
+
+
+@tool
+def clock() -> str:
+    """The current time."""
+    return "noon"
+
+
+async def test_the_function_sees_the_request_turns_tools_and_options() -> None:
+    seen: list[Request] = []
+
+    def reply(request: Request) -> str:
+        seen.append(request)
+        return f"you said {request.turns[-1].text!r}"
+
+    step = Step(Function(reply), tools=[clock], options=Options(model="m-1", temperature=0.2))
+    state = await step.turn(State().append(Role.USER, Text("hello")), Options(tool_choice=UseTool("clock")))
+    assert state.answer == "you said 'hello'"
+    (request,) = seen
+    assert [t.text for t in request.turns] == ["hello"]
+    assert [t.name for t in request.tools] == ["clock"]
+    assert request.options == Options(model="m-1", temperature=0.2, tool_choice=UseTool("clock"))
+
+
+async def test_tool_calls_without_an_id_get_unique_ids_across_responses() -> None:
+    p = Function(lambda request: [tool_call("a"), tool_call("b")])
+    ids = [d.id for _ in range(2) for d in await collect(p) if type(d) is ToolCallDelta and d.id]
+    assert len(ids) == 4 and len(set(ids)) == 4
+
+
+@pytest.mark.parametrize("fn", [None, "reply", 3])
+def test_fn_must_be_callable(fn: Any) -> None:
+    with pytest.raises(UsageError, match="callable"):
+        Function(fn)
+
+
+@pytest.mark.parametrize("chunk_size", [0, -1, 2.0, False])
+def test_chunk_size_must_be_a_positive_integer(chunk_size: Any) -> None:
+    with pytest.raises(UsageError, match="chunk_size"):
+        Function(lambda request: "x", chunk_size=chunk_size)
+
+
+def test_repr_names_the_function() -> None:
+    def my_model(request: Request) -> str:
+        return "x"
+
+    assert repr(Function(my_model)) == "Function('my_model')"
