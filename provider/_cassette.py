@@ -1,19 +1,22 @@
 """Cassettes: record a provider's request/response pairs once, replay them offline forever.
 
-A cassette is a JSON Lines file, one exchange per line: ``{"request": ..., "deltas": [...]}``, or with
-``"error"`` in place of the tail of ``deltas`` when the provider failed part-way.
+A cassette is a JSON Lines file, one exchange per line, written as each exchange ends:
+``{"request": ..., "deltas": [...]}``, with ``"error"`` (type, message, status, body, retryable,
+retry_after) after the deltas streamed before it when the provider failed part-way, or ``"incomplete": true``
+when the consumer stopped reading (closed the stream or was cancelled) before the response ended.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 import attrs
 
 from loop import (
@@ -30,15 +33,55 @@ from loop import (
     UsageError,
     UseTool,
 )
-from loop.errors import ProviderError
+from loop.errors import (
+    AuthenticationError,
+    BadRequestError,
+    OverloadedError,
+    ProviderError,
+    ProviderTimeout,
+    ProviderUnreachable,
+    RateLimitError,
+    ScriptExhausted,
+    ServerError,
+    StreamError,
+)
 
 _DELTAS: dict[str, type] = {"text": TextDelta, "reasoning": ReasoningDelta, "tool_call": ToolCallDelta,
                             "usage": UsageDelta, "finish": Finish}
 _TAGS = {cls: tag for tag, cls in _DELTAS.items()}
+# Per delta type: its fields, each with the JSON types it may hold (None for null).
+_FIELDS: dict[type, dict[str, tuple[Any, ...]]] = {
+    TextDelta: {"text": (str,)},
+    ReasoningDelta: {"text": (str,), "signature": (str, None)},
+    ToolCallDelta: {"index": (int,), "id": (str, None), "name": (str, None), "arguments_fragment": (str,)},
+    UsageDelta: {"usage": (dict,)},
+    Finish: {"reason": (str,)},
+}
+_ERRORS: dict[str, type[ProviderError]] = {cls.__name__: cls for cls in (
+    ProviderError, AuthenticationError, BadRequestError, RateLimitError, ServerError, OverloadedError,
+    ProviderTimeout, ProviderUnreachable, StreamError, ScriptExhausted)}
 
 
 class CassetteMismatch(UsageError):
     """Raised when a replayed request differs from the recorded one, or the cassette has no more exchanges."""
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with mappings as dicts and tuples as lists, as it reads back from JSON."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _turn_to_dict(turn: Any) -> dict[str, Any]:
+    # A turn's meta is bookkeeping (timestamps, ids, finish reasons) that no provider sends to the model and
+    # that turn equality ignores; keeping it would make replays fail on a timestamp and recordings fail on
+    # anything JSON cannot hold.
+    data = turn.to_dict()
+    data.pop("meta", None)
+    return _plain(data)
 
 
 def request_to_dict(request: Request) -> dict[str, Any]:
@@ -47,37 +90,101 @@ def request_to_dict(request: Request) -> dict[str, Any]:
     choice = options["tool_choice"]
     if isinstance(choice, UseTool):
         options["tool_choice"] = {"tool": choice.name}
-    options["output_schema"] = dict(options["output_schema"]) if options["output_schema"] is not None else None
-    options["stop"] = list(options["stop"]) if options["stop"] is not None else None
     return {
-        "turns": [t.to_dict() for t in request.turns],
-        "tools": [{"name": t.name, "description": t.description, "parameters": dict(t.parameters)}
+        "turns": [_turn_to_dict(t) for t in request.turns],
+        "tools": [{"name": t.name, "description": t.description, "parameters": _plain(t.parameters)}
                   for t in request.tools],
-        "options": {k: v for k, v in options.items() if v is not None},
+        "options": {k: _plain(v) for k, v in options.items() if v is not None},
     }
 
 
 def delta_to_dict(delta: Delta) -> dict[str, Any]:
+    tag = _TAGS.get(type(delta))
+    if tag is None:
+        raise StreamError(f"provider streamed {delta!r}, which is not a Delta (TextDelta, ToolCallDelta, ...)")
     data = attrs.asdict(delta)
-    data["type"] = _TAGS[type(delta)]
+    data["type"] = tag
     return data
 
 
-def delta_from_dict(data: dict[str, Any], where: str) -> Delta:
+def _is(value: Any, kinds: tuple[Any, ...]) -> bool:
+    for kind in kinds:
+        if kind is None and value is None:
+            return True
+        if kind is int and isinstance(value, int) and not isinstance(value, bool):
+            return True
+        if kind not in (None, int) and isinstance(value, kind):
+            return True
+    return False
+
+
+def delta_from_dict(data: Any, where: str) -> Delta:
+    """The delta ``delta_to_dict`` wrote; ``UsageError`` naming ``where`` when ``data`` is not one."""
+    if not isinstance(data, dict):
+        raise UsageError(f"{where}: a delta must be an object, got {_short(data)}")
     data = dict(data)
-    cls = _DELTAS.get(data.pop("type", None))
+    tag = data.pop("type", None)
+    cls = _DELTAS.get(tag) if isinstance(tag, str) else None
     if cls is None:
-        raise UsageError(f"{where}: unknown delta {data!r}")
+        raise UsageError(f"{where}: unknown delta type {tag!r} (expected one of {sorted(_DELTAS)})")
+    fields = _FIELDS[cls]
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise UsageError(f"{where}: {tag} delta has unknown fields {unknown}")
+    for name, kinds in fields.items():
+        if name in data and not _is(data[name], kinds):
+            raise UsageError(f"{where}: {tag}.{name} has the wrong type: {_short(data[name])}")
     if cls is UsageDelta:
-        return UsageDelta(Usage(**data["usage"]))
+        usage = data.get("usage")
+        if usage is None:
+            raise UsageError(f"{where}: usage delta is missing 'usage'")
+        allowed = {f.name for f in attrs.fields(Usage)}
+        if set(usage) - allowed or not all(_is(v, (int,)) for v in usage.values()):
+            raise UsageError(f"{where}: usage delta needs integer token counts ({sorted(allowed)}), "
+                             f"got {_short(usage)}")
+        return UsageDelta(Usage(**usage))
     try:
         return cls(**data)
     except TypeError as exc:
-        raise UsageError(f"{where}: bad delta {data!r}: {exc}") from None
+        raise UsageError(f"{where}: bad {tag} delta {_short(data)}: {exc}") from None
+
+
+def _error_to_dict(exc: BaseException) -> dict[str, Any]:
+    data: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    if isinstance(exc, ProviderError):
+        data.update(status=exc.status, body=exc.body, retryable=exc.retryable)
+        retry_after = getattr(exc, "retry_after", None)
+        if retry_after is not None:
+            data["retry_after"] = retry_after
+    return data
+
+
+def _error_from_dict(data: dict[str, Any]) -> ProviderError:
+    """The recorded error, raised again as the same ``ProviderError`` subclass when it was one, so wrappers
+    such as ``Retry`` decide on a replay exactly as they did on the recording."""
+    name = data.get("type") or "error"
+    cls = _ERRORS.get(name, ProviderError)
+    message = f"recorded {name}: {data.get('message', '')}"
+    status, body, retry_after = data.get("status"), data.get("body") or "", data.get("retry_after")
+    exc: ProviderError
+    if issubclass(cls, (RateLimitError, ServerError)):
+        exc = cls(message, status=status, body=body, retry_after=retry_after)  # type: ignore[call-arg]
+    elif issubclass(cls, ScriptExhausted):
+        exc = ScriptExhausted(message, used=0)
+    else:
+        exc = cls(message, status=status, body=body)
+    if "retryable" in data:
+        exc.retryable = bool(data["retryable"])
+    return exc
 
 
 class Recording:
-    """Passes requests to ``inner`` and appends each exchange to the cassette at ``path`` as it completes."""
+    """Passes requests to ``inner`` and appends each exchange to the cassette at ``path`` as it completes.
+
+    An exchange is written when its stream ends: after the last delta, after an error (which is recorded
+    with the deltas before it), or when the consumer closes the stream or is cancelled (marked incomplete).
+    Concurrent streams each write one whole line.
+    """
 
     def __init__(self, inner: Provider, path: str | os.PathLike[str]) -> None:
         if not callable(getattr(inner, "stream", None)):
@@ -92,35 +199,105 @@ class Recording:
     async def _stream(self, request: Request) -> AsyncIterator[Delta]:
         deltas: list[dict[str, Any]] = []
         error: dict[str, Any] | None = None
+        complete = False
+        stream: Any = None
         try:
-            async for delta in self.inner.stream(request):
+            stream = self.inner.stream(request)
+            async for delta in stream:
                 deltas.append(delta_to_dict(delta))
                 yield delta
-        except ProviderError as exc:
-            error = {"type": type(exc).__name__, "message": str(exc), "status": exc.status}
+            complete = True
+        except Exception as exc:
+            error = _error_to_dict(exc)
             raise
         finally:
-            entry = {"request": request_to_dict(request), "deltas": deltas}
-            if error is not None:
-                entry["error"] = error
-            line = json.dumps(entry, ensure_ascii=False) + "\n"
+            # ``async for`` does not close what it iterates when left early; close the inner stream here so
+            # its connection is released now, not whenever the garbage collector gets to it.
             with anyio.CancelScope(shield=True):
-                async with self._lock:
-                    await anyio.to_thread.run_sync(self._append, line)
+                try:
+                    aclose = getattr(stream, "aclose", None)
+                    if aclose is not None:
+                        await aclose()
+                finally:
+                    entry: dict[str, Any] = {"request": request_to_dict(request), "deltas": deltas}
+                    if error is not None:
+                        entry["error"] = error
+                    elif not complete:
+                        entry["incomplete"] = True
+                    line = json.dumps(entry, ensure_ascii=False) + "\n"
+                    async with self._lock:
+                        await anyio.to_thread.run_sync(self._append, line)
 
     def _append(self, line: str) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        data = line.encode("utf-8")
+        # One write to a file opened for appending: lines from concurrent recordings (even other Recording
+        # objects or processes on the same file) land whole, never interleaved.
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            written = os.write(fd, data)
+            while written < len(data):  # only on a full disk or a signal; finish the line regardless
+                written += os.write(fd, data[written:])
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def __repr__(self) -> str:
+        return f"Recording({self.inner!r}, {str(self.path)!r})"
+
+
+@attrs.frozen
+class _Exchange:
+    line: int
+    request: dict[str, Any]
+    key: str
+    deltas: tuple[Delta, ...]
+    error: dict[str, Any] | None
+    incomplete: bool
+
+
+def _key(request: dict[str, Any]) -> str:
+    try:
+        return json.dumps(request, sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError):  # not JSON data, so equal to nothing recorded; the slow compare says why
+        return ""
+
+
+def _load(path: Path, number: int, line: str) -> _Exchange:
+    where = f"{path}:{number}"
+    try:
+        entry = json.loads(line)
+    except ValueError as exc:
+        raise UsageError(f"{where}: not valid JSON: {exc}") from None
+    if not isinstance(entry, dict):
+        raise UsageError(f"{where}: an exchange must be a JSON object with 'request' and 'deltas'")
+    missing = [key for key in ("request", "deltas") if key not in entry]
+    if missing:
+        raise UsageError(f"{where}: an exchange needs 'request' and 'deltas'; missing {', '.join(missing)}")
+    request, deltas, error = entry["request"], entry["deltas"], entry.get("error")
+    if not isinstance(request, dict):
+        raise UsageError(f"{where}: 'request' must be an object")
+    if not isinstance(deltas, list):
+        raise UsageError(f"{where}: 'deltas' must be a list")
+    if error is not None and not (isinstance(error, dict) and isinstance(error.get("type", ""), str)
+                                  and _is(error.get("status"), (int, None))):
+        raise UsageError(f"{where}: 'error' must be an object with a string 'type' and an integer 'status'")
+    turns = request.get("turns")
+    if isinstance(turns, list):  # cassettes written before meta was left out still replay
+        request = {**request, "turns": [
+            {k: v for k, v in t.items() if k != "meta"} if isinstance(t, dict) else t for t in turns]}
+    parsed = tuple(delta_from_dict(d, f"{where}, delta {i}") for i, d in enumerate(deltas))
+    return _Exchange(number, request, _key(request), parsed, error, bool(entry.get("incomplete")))
 
 
 class Replay:
-    """Serves the exchanges of the cassette at ``path`` in order, and fails loudly on anything unexpected.
+    """Serves the exchanges of the cassette at ``path``, and fails loudly on anything unexpected.
 
-    Each request must equal the recorded one; a difference raises ``CassetteMismatch`` naming the first
-    differing field. A recorded error is raised again as a ``ProviderError``.
+    Each request gets the first unused exchange recorded for an equal request, so a run that makes its
+    requests in the recorded order gets the exchanges in order, and concurrent requests (whose exchanges
+    were written in the order they finished) still find theirs. A request no unused exchange matches raises
+    ``CassetteMismatch`` naming the first field that differs from the next unused exchange, or saying that
+    every exchange was used. A recorded error is raised again as the recorded ``ProviderError`` subclass.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -129,51 +306,68 @@ class Replay:
             lines = self.path.read_text(encoding="utf-8").splitlines()
         except FileNotFoundError:
             raise UsageError(f"no cassette at {str(self.path)!r}; record one with provider.Recording") from None
-        self._entries: list[dict[str, Any]] = []
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                entry = json.loads(line)
-            except ValueError as exc:
-                raise UsageError(f"{self.path}:{number}: not valid JSON: {exc}") from None
-            if not isinstance(entry, dict) or "request" not in entry or "deltas" not in entry:
-                raise UsageError(f"{self.path}:{number}: an exchange needs 'request' and 'deltas'")
-            entry["deltas"] = [delta_from_dict(d, f"{self.path}:{number}") for d in entry["deltas"]]
-            self._entries.append(entry)
-        self._next = 0
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read the cassette {str(self.path)!r}: {exc}") from None
+        self._exchanges = tuple(_load(self.path, number, line)
+                                for number, line in enumerate(lines, 1) if line.strip())
+        self._unused = list(range(len(self._exchanges)))
+        self._served = 0
 
     @property
     def remaining(self) -> int:
-        return len(self._entries) - self._next
+        """How many recorded exchanges have not been served yet."""
+        return len(self._unused)
 
     def stream(self, request: Request) -> AsyncIterator[Delta]:
         return self._play(request)
 
+    def _claim(self, request: Request) -> _Exchange:
+        # No await in here: claiming is atomic, so concurrent streams never get the same exchange.
+        number = self._served + 1
+        if not self._unused:
+            raise CassetteMismatch(f"the cassette {self.path} holds {len(self._exchanges)} exchanges and all were "
+                                   f"used; request {number} was not recorded")
+        got = request_to_dict(request)
+        key = _key(got)
+        found = next((i for i in self._unused if key and self._exchanges[i].key == key), None)
+        if found is None:  # equal but spelt differently in JSON (1 and 1.0)
+            found = next((i for i in self._unused
+                          if _first_difference(self._exchanges[i].request, got) is None), None)
+        if found is None:
+            nearest = self._exchanges[self._unused[0]]
+            where = _first_difference(nearest.request, got)
+            raise CassetteMismatch(f"request {number} does not match the cassette {self.path} (next unused "
+                                   f"exchange on line {nearest.line}): {where}")
+        self._unused.remove(found)
+        self._served = number
+        return self._exchanges[found]
+
     async def _play(self, request: Request) -> AsyncIterator[Delta]:
-        index = self._next
-        if index >= len(self._entries):
-            raise CassetteMismatch(f"the cassette {self.path} holds {len(self._entries)} exchanges and all were "
-                                   f"used; request {index + 1} was not recorded")
-        entry = self._entries[index]
-        where = _first_difference(entry["request"], request_to_dict(request))
-        if where is not None:
-            raise CassetteMismatch(f"request {index + 1} does not match the cassette {self.path}: {where}")
-        self._next = index + 1
-        for delta in entry["deltas"]:
+        exchange = self._claim(request)
+        for delta in exchange.deltas:
             yield delta
         await anyio.lowlevel.checkpoint()
-        error = entry.get("error")
-        if error is not None:
-            raise ProviderError(f"recorded {error.get('type', 'error')}: {error.get('message', '')}",
-                                status=error.get("status"))
+        if exchange.error is not None:
+            raise _error_from_dict(exchange.error)
+        if exchange.incomplete:
+            raise CassetteMismatch(
+                f"the exchange on line {exchange.line} of {self.path} was cut short when it was recorded (the "
+                f"consumer stopped reading after {len(exchange.deltas)} deltas); this replay read past that point")
+
+    def __repr__(self) -> str:
+        return f"Replay({str(self.path)!r}, remaining={self.remaining})"
 
 
 def _first_difference(recorded: Any, got: Any, path: str = "request") -> str | None:
-    if type(recorded) is not type(got) and not (isinstance(recorded, (int, float)) and isinstance(got, (int, float))):
+    numbers = (int, float)
+    if type(recorded) is not type(got) and not (
+        isinstance(recorded, numbers) and isinstance(got, numbers)
+        and not isinstance(recorded, bool) and not isinstance(got, bool)
+    ):
         return f"at {path}: recorded {_short(recorded)}, got {_short(got)}"
     if isinstance(recorded, dict):
-        for key in sorted(set(recorded) | set(got)):
+        # In the recorded order (turns, tools, options; a part's type first), then keys only ``got`` has.
+        for key in [*recorded, *(k for k in got if k not in recorded)]:
             if key not in got:
                 return f"at {path}.{key}: recorded {_short(recorded[key])}, missing now"
             if key not in recorded:
@@ -194,6 +388,8 @@ def _first_difference(recorded: Any, got: Any, path: str = "request") -> str | N
 
 
 def _short(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
+    try:
+        text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
+    except (TypeError, ValueError):
+        text = repr(value)
     return text if len(text) <= 120 else text[:117] + "..."
-

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import anyio
 
@@ -14,13 +16,23 @@ from loop.errors import ProviderError
 _log = tracing.logger("provider.retry")
 
 
+def _seconds(name: str, value: Any, *, finite: bool = True) -> float:
+    # bool is an int, and NaN or infinity would turn into a sleep that never ends or raises later.
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+    if not ok or (finite and not math.isfinite(value)):
+        raise UsageError(f"{name} must be a {'finite ' if finite else ''}number of seconds >= 0, got {value!r}")
+    return value
+
+
 class Retry:
     """Retries ``inner`` when it fails with a retryable ``ProviderError`` (429, 5xx, connection failures).
 
     Waits grow exponentially from ``base_delay`` up to ``max_delay`` with full jitter; a server's
     ``Retry-After`` is honoured instead. Never retries once a delta has been passed on (the consumer has
     already seen part of a response). Gives up after ``attempts`` tries in all, or when the next wait would
-    pass ``max_total`` seconds since the first try, and raises the last error.
+    pass ``max_total`` seconds since the first try, and raises the last error. The stream of every failed try
+    is closed before the wait. ``sleep`` and ``clock`` (a monotonic clock in seconds) are replaceable, so tests
+    can run the waits on a fake clock.
     """
 
     def __init__(
@@ -32,20 +44,23 @@ class Retry:
         max_delay: float = 20.0,
         max_total: float = 120.0,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not callable(getattr(inner, "stream", None)):
             raise UsageError(f"Retry wraps a provider (something with stream(request)), got {inner!r}")
-        if not (isinstance(attempts, int) and attempts >= 1):
+        if not (isinstance(attempts, int) and not isinstance(attempts, bool) and attempts >= 1):
             raise UsageError(f"attempts must be an integer >= 1, got {attempts!r}")
-        for name, value in (("base_delay", base_delay), ("max_delay", max_delay), ("max_total", max_total)):
-            if not (isinstance(value, (int, float)) and value >= 0):
-                raise UsageError(f"{name} must be a number of seconds >= 0, got {value!r}")
+        if not callable(sleep):
+            raise UsageError(f"sleep must be an async function taking seconds, got {sleep!r}")
+        if not callable(clock):
+            raise UsageError(f"clock must be a function returning seconds, got {clock!r}")
         self.inner = inner
         self.attempts = attempts
-        self.base_delay = base_delay
-        self.max_delay = max_delay
-        self.max_total = max_total
+        self.base_delay = _seconds("base_delay", base_delay)
+        self.max_delay = _seconds("max_delay", max_delay)
+        self.max_total = _seconds("max_total", max_total, finite=False)
         self._sleep = sleep
+        self._clock = clock
 
     def stream(self, request: Request) -> AsyncIterator[Delta]:
         return self._stream(request)
@@ -53,18 +68,22 @@ class Retry:
     def delay(self, attempt: int, error: ProviderError) -> float:
         """Seconds to wait before try ``attempt + 1`` after ``error``."""
         asked = getattr(error, "retry_after", None)
-        if asked is not None:
+        # NaN, negative or non-numeric values are no instruction: back off as if none was given. An infinite
+        # one is honoured, so max_total gives up on it.
+        if isinstance(asked, (int, float)) and not isinstance(asked, bool) and asked >= 0:
             return float(asked)
         return random.uniform(0, min(self.max_delay, self.base_delay * 2 ** (attempt - 1)))
 
     async def _stream(self, request: Request) -> AsyncIterator[Delta]:
-        started = time.monotonic()
+        started = self._clock()
         attempt = 0
         while True:
             attempt += 1
             passed_on = False
-            stream = self.inner.stream(request)
+            stream: Any = None
             try:
+                # Inside the try: a provider may fail in stream() itself, before returning an iterator.
+                stream = self.inner.stream(request)
                 async for delta in stream:
                     passed_on = True
                     yield delta
@@ -73,7 +92,7 @@ class Retry:
                 if passed_on or not exc.retryable or attempt >= self.attempts:
                     raise
                 wait = self.delay(attempt, exc)
-                if time.monotonic() - started + wait > self.max_total:
+                if self._clock() - started + wait > self.max_total:
                     raise
                 _log.warning("provider call failed; retrying", attempt=attempt, wait=round(wait, 3),
                              error=str(exc), status=exc.status)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import httpx
 
 from loop import Provider, UsageError
@@ -9,6 +12,11 @@ from provider._anthropic import Anthropic
 from provider._openai import OpenAICompatible
 
 FORMS = ("openai:MODEL", "anthropic:MODEL", "openai-compatible:MODEL@BASE_URL")
+_ACCEPTED = (f"use one of {', '.join(FORMS)} "
+             "(e.g. openai:gpt-4o-mini or openai-compatible:llama3@http://127.0.0.1:11434/v1)")
+# The model ends at the first '@' that starts an http(s) URL, so model names may hold '@' (org/model@v2) and
+# URLs may hold user info (http://user@host).
+_AT_URL = re.compile(r"(?P<model>.+?)@(?P<url>https?://.+)", re.IGNORECASE)
 
 
 def from_spec(spec: str, *, client: httpx.AsyncClient | None = None) -> Provider:
@@ -17,20 +25,28 @@ def from_spec(spec: str, *, client: httpx.AsyncClient | None = None) -> Provider
 
     Keys come from ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``; a missing key is a ``UsageError`` now rather
     than an authentication failure on the first request. ``client`` shares one ``httpx.AsyncClient``.
+    Every malformed spec raises ``UsageError`` listing the accepted forms.
     """
     if not isinstance(spec, str):
-        raise UsageError(f"a provider spec is a string like 'openai:gpt-4o-mini', got {spec!r}")
-    kind, sep, rest = spec.partition(":")
-    if not sep or not rest:
-        raise UsageError(f"provider spec {spec!r} has no model; use one of {', '.join(FORMS)}")
+        raise UsageError(f"a provider spec is a string, got {spec!r}; {_ACCEPTED}")
+    if client is not None and not isinstance(client, httpx.AsyncClient):
+        raise UsageError(f"client must be an httpx.AsyncClient, got {client!r}")
+    kind, sep, rest = spec.strip().partition(":")
+    model = rest.strip()
+    if not sep:
+        raise UsageError(f"provider spec {spec!r} has no 'KIND:'; {_ACCEPTED}")
+    if not model:
+        raise UsageError(f"provider spec {spec!r} has no model; {_ACCEPTED}")
+    made: Any
     if kind == "openai":
-        return OpenAICompatible(rest, client=client)
-    if kind == "anthropic":
-        return Anthropic(rest, client=client)
-    if kind == "openai-compatible":
-        model, at, base_url = rest.partition("@")
-        if not at or not model or not base_url:
-            raise UsageError(f"provider spec {spec!r} needs MODEL@BASE_URL, e.g. "
-                             "openai-compatible:llama3@http://127.0.0.1:11434/v1")
-        return OpenAICompatible(model, base_url=base_url, client=client)
-    raise UsageError(f"unknown provider kind {kind!r} in {spec!r}; use one of {', '.join(FORMS)}")
+        made = OpenAICompatible(model, client=client)
+    elif kind == "anthropic":
+        made = Anthropic(model, client=client)
+    elif kind == "openai-compatible":
+        match = _AT_URL.fullmatch(model)
+        if match is None or not match["model"].strip():
+            raise UsageError(f"provider spec {spec!r} needs MODEL@BASE_URL with an http(s) BASE_URL; {_ACCEPTED}")
+        made = OpenAICompatible(match["model"].strip(), base_url=match["url"].strip(), client=client)
+    else:
+        raise UsageError(f"unknown provider kind {kind!r} in {spec!r}; {_ACCEPTED}")
+    return made

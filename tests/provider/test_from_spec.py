@@ -1,0 +1,200 @@
+"""``from_spec``: the provider a short string names, its key checks, and the forms it refuses."""
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from loop import Finish, Request, Role, Text, TextDelta, Turn, UsageError
+from provider import Anthropic, OpenAICompatible, from_spec
+from provider._spec import FORMS
+
+REQUEST = Request((Turn(Role.USER, (Text("hi"),)),))
+
+OPENAI_SSE = (
+    'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant",'
+    '"content":"Hello from the mock"},"finish_reason":null}]}\n\n'
+    'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},'
+    '"finish_reason":"stop"}]}\n\n'
+    "data: [DONE]\n\n"
+)
+
+ANTHROPIC_SSE = (
+    'event: message_start\ndata: {"type":"message_start","message":{"id":"m1","type":"message",'
+    '"role":"assistant","content":[],"usage":{"input_tokens":3,"output_tokens":1}}}\n\n'
+    'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+    '"content_block":{"type":"text","text":""}}\n\n'
+    'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+    '"delta":{"type":"text_delta","text":"Hello from the mock"}}\n\n'
+    'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n'
+    'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"},'
+    '"usage":{"output_tokens":4}}\n\n'
+    'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+)
+
+
+class Mock:
+    """An ``httpx.AsyncClient`` on a ``MockTransport`` that answers every request with ``body`` as SSE."""
+
+    def __init__(self, body: str) -> None:
+        self.requests: list[httpx.Request] = []
+        self._body = body
+        self.client = httpx.AsyncClient(transport=httpx.MockTransport(self._handle))
+
+    def _handle(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, text=self._body)
+
+
+async def collect(p: Any) -> list[Any]:
+    return [delta async for delta in p.stream(REQUEST)]
+
+
+# -- the forms -----------------------------------------------------------------------------------------
+
+
+def test_openai_gives_an_openai_provider_for_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    made = from_spec("openai:gpt-4o-mini")
+    assert isinstance(made, OpenAICompatible)
+    assert made.model == "gpt-4o-mini"
+    assert made.base_url == "https://api.openai.com/v1"
+
+
+def test_openai_without_a_key_fails_at_construction(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(UsageError, match="OPENAI_API_KEY"):
+        from_spec("openai:gpt-4o-mini")
+    monkeypatch.setenv("OPENAI_API_KEY", "")
+    with pytest.raises(UsageError, match="OPENAI_API_KEY"):
+        from_spec("openai:gpt-4o-mini")
+
+
+def test_anthropic_gives_an_anthropic_provider_for_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    made = from_spec("anthropic:claude-sonnet-4-5")
+    assert isinstance(made, Anthropic)
+    assert made.model == "claude-sonnet-4-5"
+
+
+def test_anthropic_without_a_key_fails_at_construction(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # the other provider's key does not count
+    with pytest.raises(UsageError, match="ANTHROPIC_API_KEY"):
+        from_spec("anthropic:claude-sonnet-4-5")
+
+
+def test_openai_compatible_takes_the_base_url_and_needs_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    made = from_spec("openai-compatible:llama3@http://127.0.0.1:11434/v1")
+    assert isinstance(made, OpenAICompatible)
+    assert made.model == "llama3"
+    assert made.base_url == "http://127.0.0.1:11434/v1"
+
+
+@pytest.mark.parametrize(
+    ("spec", "model", "base_url"),
+    [
+        ("openai-compatible:org/model@v2@http://127.0.0.1:8000/v1", "org/model@v2", "http://127.0.0.1:8000/v1"),
+        ("openai-compatible:m@https://user@example.test/v1/", "m", "https://user@example.test/v1"),
+        ("  openai-compatible:qwen2.5:7b@http://localhost:8080/v1  ", "qwen2.5:7b", "http://localhost:8080/v1"),
+    ],
+)
+def test_the_model_ends_at_the_at_sign_that_starts_the_url(spec: str, model: str, base_url: str) -> None:
+    made = from_spec(spec)
+    assert isinstance(made, OpenAICompatible)
+    assert (made.model, made.base_url) == (model, base_url)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "gpt-4o-mini",
+        "",
+        "openai:",
+        "openai:   ",
+        "anthropic:",
+        ":gpt-4o-mini",
+        "mistral:large",
+        "OPENAI-ish:gpt",
+        "openai-compatible:llama3",
+        "openai-compatible:llama3@",
+        "openai-compatible:@http://127.0.0.1:8000/v1",
+        "openai-compatible:llama3@127.0.0.1:8000/v1",
+        "openai-compatible:llama3@ftp://127.0.0.1/v1",
+        "openai-compatible:",
+        None,
+        42,
+        b"openai:gpt-4o-mini",
+        ("openai", "gpt-4o-mini"),
+    ],
+)
+def test_a_bad_spec_raises_usage_error_listing_the_accepted_forms(spec: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    with pytest.raises(UsageError) as caught:
+        from_spec(spec)
+    message = str(caught.value)
+    assert all(form in message for form in FORMS), message
+
+
+def test_the_accepted_forms_are_the_three_documented_ones() -> None:
+    assert FORMS == ("openai:MODEL", "anthropic:MODEL", "openai-compatible:MODEL@BASE_URL")
+
+
+def test_a_client_that_is_not_an_async_client_is_refused() -> None:
+    with httpx.Client() as sync_client, pytest.raises(UsageError, match="AsyncClient"):
+        from_spec("openai-compatible:m@http://127.0.0.1:1/v1", client=sync_client)  # type: ignore[arg-type]
+
+
+# -- an injected client carries the requests -----------------------------------------------------------
+
+
+async def test_an_injected_client_carries_an_openai_compatible_request() -> None:
+    mock = Mock(OPENAI_SSE)
+    async with mock.client:
+        made = from_spec("openai-compatible:llama3@http://127.0.0.1:9/v1", client=mock.client)
+        assert made._client is mock.client  # type: ignore[attr-defined]
+        assert await collect(made) == [TextDelta("Hello from the mock"), Finish("stop")]
+    [sent] = mock.requests
+    assert (sent.method, str(sent.url)) == ("POST", "http://127.0.0.1:9/v1/chat/completions")
+    assert "authorization" not in sent.headers
+    body = json.loads(sent.content)
+    assert body["model"] == "llama3" and body["stream"] is True
+    assert body["messages"] == [{"role": "user", "content": "hi"}]
+
+
+async def test_an_injected_client_carries_an_openai_request_with_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-123")
+    mock = Mock(OPENAI_SSE)
+    async with mock.client:
+        made = from_spec("openai:gpt-4o-mini", client=mock.client)
+        assert await collect(made) == [TextDelta("Hello from the mock"), Finish("stop")]
+    [sent] = mock.requests
+    assert str(sent.url) == "https://api.openai.com/v1/chat/completions"  # reached the mock, not the network
+    assert sent.headers["authorization"] == "Bearer sk-test-123"
+    assert json.loads(sent.content)["model"] == "gpt-4o-mini"
+
+
+async def test_an_injected_client_carries_an_anthropic_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    mock = Mock(ANTHROPIC_SSE)
+    async with mock.client:
+        made = from_spec("anthropic:claude-sonnet-4-5", client=mock.client)
+        deltas = await collect(made)
+    assert [d for d in deltas if type(d) is TextDelta] == [TextDelta("Hello from the mock")]
+    assert deltas[-1] == Finish("stop")
+    [sent] = mock.requests
+    assert str(sent.url) == "https://api.anthropic.com/v1/messages"
+    assert sent.headers["x-api-key"] == "sk-ant-test"
+    assert json.loads(sent.content)["model"] == "claude-sonnet-4-5"
+
+
+async def test_closing_the_provider_leaves_a_shared_client_open() -> None:
+    mock = Mock(OPENAI_SSE)
+    async with mock.client:
+        made = from_spec("openai-compatible:m@http://127.0.0.1:9/v1", client=mock.client)
+        await made.aclose()  # type: ignore[attr-defined]
+        assert not mock.client.is_closed
+        assert await collect(made) == [TextDelta("Hello from the mock"), Finish("stop")]
