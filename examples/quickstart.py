@@ -40,6 +40,9 @@ async def divide(a: float, b: float) -> float:
     return a / b
 
 
+TOOLS = [add, divide]  # what `python -m session chat examples.quickstart:make_agent` gives the step
+
+
 def numbers(text: str) -> set[float]:
     return {float(n) for n in re.findall(r"\d+(?:\.\d+)?", text)}
 
@@ -99,7 +102,7 @@ def configured_provider() -> loop.Provider:
 async def main() -> None:
     model = configured_provider()
     print(f"user: {QUESTION}")
-    step = Step(model, tools=[add, divide])
+    step = Step(model, tools=TOOLS)
     failure = ""
     async with anyio.create_task_group() as group:
         with step.events.subscribe() as events:

@@ -122,6 +122,7 @@ class Session:
         self._send, self._receive = anyio.create_memory_object_stream[_Message](queue_size)
         self._waiting = 0
         self._pending: dict[str, _Message] = {}
+        self._dropped_by_interrupt = 0
         self._current: tuple[_Message, anyio.CancelScope] | None = None
         self._write_lock = anyio.Lock()
         self.last_active = time.monotonic()
@@ -167,7 +168,10 @@ class Session:
         return item.result
 
     def interrupt(self, *, drop_queued: bool = True) -> int:
-        """Cancel the message being processed, and (by default) discard waiting ones; how many were dropped."""
+        """Cancel the message being processed, and (by default) discard waiting ones; how many were dropped.
+
+        ``Interrupted`` is published once the cancelled message has stopped and its turns are stored (at
+        once when nothing was running)."""
         dropped = 0
         if drop_queued:
             while True:
@@ -180,8 +184,10 @@ class Session:
                 self._finish(item, None)
         current = self._current
         if current is not None:
+            self._dropped_by_interrupt += dropped
             current[1].cancel()
-        self.events.publish(Interrupted(current[0].id if current else None, dropped))
+        else:
+            self.events.publish(Interrupted(None, dropped))
         return dropped
 
     async def close(self) -> None:
@@ -231,6 +237,8 @@ class Session:
         self.last_active = time.monotonic()
         if scope.cancelled_caught:
             self._finish(item, None)
+            dropped, self._dropped_by_interrupt = self._dropped_by_interrupt, 0
+            self.events.publish(Interrupted(item.id, dropped))
 
     def _finish(self, item: _Message, result: State | BaseException | None) -> None:
         if not item.done.is_set():

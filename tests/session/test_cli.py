@@ -1,0 +1,156 @@
+"""The command line, run as a user runs it: in a subprocess, with real signals."""
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from loop import Role
+from session import SQLiteStore
+from tests.provider.wire.server import WireServer
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+for _name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY"):
+    ENV.pop(_name, None)
+
+
+def chat(*args: str, stdin: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "session", "chat", *args], input=stdin, cwd=cwd, env=ENV,
+                          capture_output=True, text=True, timeout=60)
+
+
+async def test_chat_streams_answers_and_ends_at_end_of_input() -> None:
+    done = await anyio.to_thread.run_sync(lambda: chat("tests.session.agents:make_agent", "--store", "memory://",
+                                                       stdin="hello there\nwait 0.01\n"))
+    assert done.returncode == 0, done.stderr
+    assert "HELLO THERE" in done.stdout
+    assert "→ wait({\"seconds\": 0.01})" in done.stdout and "← wait: waited 0.01 s" in done.stdout
+    assert "done: waited 0.01 s" in done.stdout
+    assert "using tests.session.agents.demo_provider() (scripted, offline)" in done.stderr
+
+
+async def test_the_default_store_is_a_sqlite_file_in_the_working_directory(tmp_path: Path) -> None:
+    env_path = f"{ROOT}"
+    done = await anyio.to_thread.run_sync(lambda: subprocess.run(
+        [sys.executable, "-m", "session", "chat", "tests.session.agents:make_agent", "--session", "mine"],
+        input="remember me\n", cwd=tmp_path, env={**ENV, "PYTHONPATH": env_path}, capture_output=True, text=True,
+        timeout=60))
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(tmp_path / "sessions.db") as conn:
+        assert conn.execute("SELECT id, length FROM sessions").fetchall() == [("mine", 2)]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nocolon"], "expected MODULE:FACTORY"),
+        (["no_such_module_xyz:make"], "cannot import 'no_such_module_xyz'"),
+        (["tests.session.agents:missing"], "no callable 'missing'"),
+        (["tests.session.agents:make_agent", "--provider", "bogus:model"], "unknown provider kind 'bogus'"),
+        (["tests.session.agents:make_agent", "--provider", "openai:gpt-4o-mini"], "OPENAI_API_KEY"),
+        (["tests.session.agents:make_agent", "--store", "redis://x"], "unknown store URL"),
+        (["loop:State"], "defines no demo_provider()"),
+    ],
+)
+async def test_bad_arguments_exit_with_a_clear_message(args: list[str], message: str) -> None:
+    store = [] if "--store" in args else ["--store", "memory://"]
+    done = await anyio.to_thread.run_sync(lambda: chat(*args, *store, stdin=""))
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert message in done.stderr and "Traceback" not in done.stderr
+
+
+async def test_provider_spec_points_chat_at_a_real_endpoint() -> None:
+    server = WireServer()
+    server.start()
+    try:
+        server.reply(b'data: {"choices": [{"index": 0, "delta": {"content": "from the endpoint"}}]}\n\n'
+                     b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\n\ndata: [DONE]\n\n')
+        done = await anyio.to_thread.run_sync(lambda: chat(
+            "tests.session.agents:make_agent", "--store", "memory://",
+            "--provider", f"openai-compatible:local@{server.url}/v1", stdin="hi\n"))
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr
+    assert "from the endpoint" in done.stdout
+    assert server.requests[0].json()["messages"] == [{"role": "user", "content": "hi"}]
+
+
+async def read_until(stream, marker: str) -> str:
+    seen = ""
+    with anyio.fail_after(30):
+        while marker not in seen:
+            chunk = await anyio.to_thread.run_sync(lambda: os.read(stream.fileno(), 4096).decode())
+            if not chunk:
+                raise AssertionError(f"output ended before {marker!r}: {seen!r}")
+            seen += chunk
+    return seen
+
+
+async def test_ctrl_c_interrupts_the_turn_and_a_second_one_exits() -> None:
+    child = subprocess.Popen([sys.executable, "-m", "session", "chat", "tests.session.agents:make_agent",
+                              "--store", "memory://"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, cwd=ROOT, env=ENV)
+    try:
+        await read_until(child.stdout, "you> ")
+        child.stdin.write(b"wait 60\n")
+        child.stdin.flush()
+        await read_until(child.stdout, "→ wait(")
+        child.send_signal(signal.SIGINT)
+        out = await read_until(child.stdout, "you> ")
+        assert "[interrupted]" in out and "cancelled" in out
+        child.stdin.write(b"still here?\n")
+        child.stdin.flush()
+        assert "STILL HERE?" in await read_until(child.stdout, "you> ")
+        child.send_signal(signal.SIGINT)
+        code = await anyio.to_thread.run_sync(lambda: child.wait(timeout=30))
+        assert code == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        for stream in (child.stdin, child.stdout, child.stderr):
+            stream.close()
+
+
+@pytest.mark.slow
+async def test_a_session_killed_mid_turn_loses_no_stored_turn_and_resumes(tmp_path: Path) -> None:
+    store_url = f"sqlite:///{tmp_path}/chat.db"
+    args = [sys.executable, "-m", "session", "chat", "tests.session.agents:make_agent", "--store", store_url,
+            "--session", "durable"]
+    child = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             cwd=ROOT, env=ENV)
+    try:
+        await read_until(child.stdout, "you> ")
+        child.stdin.write(b"first\nwait 60\n")
+        child.stdin.flush()
+        await read_until(child.stdout, "→ wait(")
+        child.send_signal(signal.SIGKILL)
+        await anyio.to_thread.run_sync(child.wait)
+    finally:
+        for stream in (child.stdin, child.stdout):
+            stream.close()
+    store = SQLiteStore(tmp_path / "chat.db")
+    state = await store.load("durable")
+    await store.aclose()
+    assert state is not None
+    # Every turn completed before the kill is there, including the model's call to the tool that never ended.
+    assert [t.role for t in state] == [Role.USER, Role.ASSISTANT, Role.USER, Role.ASSISTANT]
+    assert state.pending_calls and state.pending_calls[0].name == "wait"
+
+    done = await anyio.to_thread.run_sync(lambda: subprocess.run(
+        args, input="back again\n", cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=60))
+    assert done.returncode == 0, done.stderr
+    assert "BACK AGAIN" in done.stdout
+    store = SQLiteStore(tmp_path / "chat.db")
+    resumed = await store.load("durable")
+    await store.aclose()
+    assert resumed is not None and not resumed.pending_calls
+    (result,) = resumed[4].tool_results
+    assert result.is_error and "interrupted" in result.content
+    assert [t.text for t in resumed if t.role is Role.USER] == ["first", "wait 60", "back again"]
