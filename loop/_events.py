@@ -144,6 +144,7 @@ class EventBus:
 
     @property
     def has_subscribers(self) -> bool:
+        """Whether anyone is listening: publishers may skip building events nobody will receive."""
         return bool(self._subscribers)
 
     def _remove(self, sub: Subscription) -> None:

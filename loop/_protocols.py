@@ -83,7 +83,7 @@ def _check_choice(_: Any, __: Any, value: Any) -> None:
 
 
 def _check_temperature(_: Any, __: Any, value: Any) -> None:
-    if value is not None and not (isinstance(value, (int, float)) and 0 <= value <= 2):
+    if value is not None and (isinstance(value, bool) or not (isinstance(value, (int, float)) and 0 <= value <= 2)):
         raise UsageError(f"temperature must be a number from 0 to 2, got {value!r}")
 
 

@@ -16,7 +16,8 @@ from loop._parts import Part, Role, ToolCall, ToolResult
 from loop._progress import report, reporting
 from loop._protocols import Options, Provider, Request, ToolSpec
 from loop._state import State
-from loop._tools import ArgumentChecker, Tool, render, truncate
+from loop._argcheck import ArgumentChecker
+from loop._tools import Tool, render, truncate
 from loop._turn import Turn
 from loop.errors import UsageError
 
@@ -109,21 +110,16 @@ class Step:
         return state.append_turn(turn)
 
     async def turn(self, state: State, options: Options | None = None) -> State:
-        with tracing.span("turn", {"turn.index": len(state)}):
-            return await self._turn(state, self._options.merge(options))
-
-    async def _turn(self, state: State, opts: Options) -> State:
-        publish = self.events.publish
-        publish(TurnStarted(len(state)))
+        opts = self._options.merge(options)
+        bus = self.events
+        publish = bus.publish
+        if bus.has_subscribers:
+            publish(TurnStarted(len(state)))
         request = Request(self.view(state).turns, self._specs, opts)
+        tracer = tracing.current_tracer()
         acc = Accumulator()
         try:
-            with tracing.span(f"chat {opts.model or ''}".rstrip(), {
-                "gen_ai.operation.name": "chat",
-                "gen_ai.request.model": opts.model,
-                "gen_ai.request.temperature": opts.temperature,
-                "gen_ai.request.max_tokens": opts.max_tokens,
-            }) as span:
+            with _chat_span(tracer, opts) as span:
                 stream = self._provider.stream(request)
                 try:
                     async for delta in stream:
@@ -136,30 +132,32 @@ class Step:
                         with anyio.CancelScope(shield=True):
                             await aclose()
                 turn = acc.turn(opts.model)
-                if span is not tracing.NOOP_SPAN:
+                if tracer is not None:
                     _record_usage(span, turn, acc.finish)
         except BaseException as exc:
             publish(TurnFailed(exc))
             raise
         state = state.append_turn(turn)
-        publish(TurnCompleted(turn))
+        if bus.has_subscribers:
+            publish(TurnCompleted(turn))
         calls = turn.tool_calls
         if calls:
             if reporting():
                 await report(state)
-            results = await self._run_tools(state, calls, disabled=opts.tool_choice == "none")
+            results = await self._run_tools(state, calls, tracer, disabled=opts.tool_choice == "none")
             tool_turn = Turn(Role.TOOL, results)
             state = state.append_turn(tool_turn)
-            publish(TurnCompleted(tool_turn))
+            if bus.has_subscribers:
+                publish(TurnCompleted(tool_turn))
         return state
 
     async def _run_tools(
-        self, state: State, calls: tuple[ToolCall, ...], *, disabled: bool
+        self, state: State, calls: tuple[ToolCall, ...], tracer: Any, *, disabled: bool
     ) -> tuple[ToolResult, ...]:
         results: list[ToolResult | None] = [None] * len(calls)
 
         async def run_into(index: int) -> None:
-            results[index] = await self._run_call(calls[index], disabled)
+            results[index] = await self._run_call(calls[index], tracer, disabled)
 
         try:
             if len(calls) == 1:
@@ -180,19 +178,24 @@ class Step:
             raise
         return tuple(results)  # type: ignore[arg-type]
 
-    async def _run_call(self, call: ToolCall, disabled: bool) -> ToolResult:
-        publish = self.events.publish
-        publish(ToolStarted(call))
+    async def _run_call(self, call: ToolCall, tracer: Any, disabled: bool) -> ToolResult:
+        bus = self.events
+        if bus.has_subscribers:
+            bus.publish(ToolStarted(call))
         started = time.perf_counter()
-        with tracing.span(f"execute_tool {call.name}", {
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": call.name,
-            "gen_ai.tool.call.id": call.id,
-        }) as span:
+        if tracer is None:
             result = await self._call(call, disabled)
-            if result.is_error and span is not tracing.NOOP_SPAN:
-                span.set_attribute("error.type", "tool_error")
-        publish(ToolFinished(call, result, time.perf_counter() - started))
+        else:
+            with tracing.start(tracer, f"execute_tool {call.name}", {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": call.name,
+                "gen_ai.tool.call.id": call.id,
+            }) as span:
+                result = await self._call(call, disabled)
+                if result.is_error:
+                    span.set_attribute("error.type", "tool_error")
+        if bus.has_subscribers:
+            bus.publish(ToolFinished(call, result, time.perf_counter() - started))
         return result
 
     async def _call(self, call: ToolCall, disabled: bool) -> ToolResult:
@@ -225,6 +228,17 @@ class Step:
 
 def _error(call: ToolCall, message: str) -> ToolResult:
     return ToolResult(call.id, call.name, f"error: {message}", is_error=True)
+
+
+def _chat_span(tracer: Any, opts: Options) -> Any:
+    if tracer is None:
+        return tracing.NOOP_SPAN
+    return tracing.start(tracer, f"chat {opts.model}" if opts.model else "chat", {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": opts.model,
+        "gen_ai.request.temperature": opts.temperature,
+        "gen_ai.request.max_tokens": opts.max_tokens,
+    })
 
 
 def _record_usage(span: Any, turn: Turn, finish: str | None) -> None:

@@ -14,7 +14,6 @@ from typing import Any, Protocol, Union, get_args, get_origin, get_type_hints, o
 
 import anyio
 import attrs
-import jsonschema
 
 from loop._protocols import ToolSpec
 from loop._schema import function_schema
@@ -135,39 +134,6 @@ def _enum_params(fn: Callable[..., Any]) -> dict[str, type[enum.Enum]]:
         if isinstance(hint, type) and issubclass(hint, enum.Enum):
             enums[key] = hint
     return enums
-
-
-class ArgumentChecker:
-    """Parses a call's raw JSON arguments and checks them against a tool's schema."""
-
-    __slots__ = ("_validator",)
-
-    def __init__(self, schema: Mapping[str, Any]) -> None:
-        try:
-            cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-            cls.check_schema(schema)
-        except jsonschema.SchemaError as exc:
-            raise UsageError(f"tool parameter schema is not a valid JSON schema: {exc.message}") from exc
-        self._validator = cls(schema)
-
-    def parse(self, raw: str) -> dict[str, Any] | str:
-        """The arguments as a dict, or a message telling the model what is wrong with them."""
-        if not raw or not raw.strip():
-            arguments: Any = {}
-        else:
-            try:
-                arguments = json.loads(raw)
-            except ValueError as exc:
-                return f"the arguments are not valid JSON ({exc}); send a JSON object matching the tool's schema"
-        if not isinstance(arguments, dict):
-            return f"the arguments must be a JSON object, got {type(arguments).__name__}"
-        if not self._validator.is_valid(arguments):
-            problems = []
-            for error in sorted(self._validator.iter_errors(arguments), key=lambda e: list(e.path))[:5]:
-                where = "/".join(str(p) for p in error.path) or "(top level)"
-                problems.append(f"at {where}: {error.message}")
-            return "the arguments do not match the tool's schema: " + "; ".join(problems)
-        return arguments
 
 
 def render(value: Any) -> str:

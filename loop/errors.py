@@ -107,9 +107,15 @@ class OverloadedError(ServerError):
 class ProviderTimeout(ProviderError):
     """Raised when connecting to the provider or reading its response takes longer than allowed."""
 
+    def __init__(self, message: str, *, status: int | None = None, body: str = "", retryable: bool = True) -> None:
+        super().__init__(message, status=status, body=body, retryable=retryable)
+
 
 class ProviderUnreachable(ProviderError):
     """Raised when no connection to the provider can be made (refused, DNS failure, TLS failure)."""
+
+    def __init__(self, message: str, *, status: int | None = None, body: str = "", retryable: bool = True) -> None:
+        super().__init__(message, status=status, body=body, retryable=retryable)
 
 
 class StreamError(ProviderError):

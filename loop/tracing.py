@@ -13,12 +13,13 @@ from typing import Any
 import structlog
 from opentelemetry import trace
 
-__all__ = ["NOOP_SPAN", "configure", "enabled", "logger", "span"]
+__all__ = ["NOOP_SPAN", "configure", "current_tracer", "enabled", "logger", "span", "start"]
 
 _NAME = "cognitive-loop"
 _NOOP_PROVIDERS = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
-# (provider, tracer) chosen with ``configure``; None follows OpenTelemetry's global provider.
-_chosen: tuple[trace.TracerProvider, trace.Tracer] | None = None
+# The tracer chosen with ``configure`` (inside a tuple, so that "chose no tracing" is (None,));
+# None follows OpenTelemetry's global provider.
+_chosen: tuple[trace.Tracer | None] | None = None
 
 
 class _NoopSpan:
@@ -55,35 +56,51 @@ def configure(tracer_provider: trace.TracerProvider | None) -> None:
     tests, which cannot replace the global provider once it is set.
     """
     global _chosen
-    _chosen = None if tracer_provider is None else (tracer_provider, tracer_provider.get_tracer(_NAME))
-
-
-def _tracer() -> trace.Tracer | None:
-    if _chosen is not None:
-        provider, tracer = _chosen
+    if tracer_provider is None:
+        _chosen = None
+    elif isinstance(tracer_provider, _NOOP_PROVIDERS):
+        _chosen = (None,)
     else:
-        provider = trace.get_tracer_provider()
-        tracer = None
+        _chosen = (tracer_provider.get_tracer(_NAME),)
+
+
+_global: trace.Tracer | None = None  # the global provider's tracer, once a real provider is installed
+
+
+def current_tracer() -> trace.Tracer | None:
+    """The tracer spans go to, or ``None`` while tracing is off. Hot paths look it up once and pass it on."""
+    global _global
+    if _chosen is not None:
+        return _chosen[0]
+    if _global is not None:
+        return _global
+    provider = trace.get_tracer_provider()
     if isinstance(provider, _NOOP_PROVIDERS):
         return None
-    return tracer or provider.get_tracer(_NAME)
+    # OpenTelemetry lets the global provider be set only once, so its tracer can be kept.
+    _global = provider.get_tracer(_NAME)
+    return _global
 
 
 def enabled() -> bool:
     """Whether spans are being recorded: an OpenTelemetry SDK tracer provider is installed or configured."""
-    return _tracer() is not None
+    return current_tracer() is not None
 
 
-def span(name: str, attributes: Mapping[str, Any] | None = None) -> Any:
-    """A context manager opening a span named ``name`` (current for its body), or the no-op span.
+def start(tracer: trace.Tracer | None, name: str, attributes: Mapping[str, Any] | None = None) -> Any:
+    """A span context manager on ``tracer`` (from ``current_tracer``), or the no-op span when it is ``None``.
 
     Attribute values of ``None`` are left out, so callers can pass optional settings as they are.
     """
-    tracer = _tracer()
     if tracer is None:
         return NOOP_SPAN
     clean = {k: v for k, v in (attributes or {}).items() if v is not None}
     return tracer.start_as_current_span(name, attributes=clean)
+
+
+def span(name: str, attributes: Mapping[str, Any] | None = None) -> Any:
+    """A context manager opening a span named ``name`` (current for its body), or the no-op span."""
+    return start(current_tracer(), name, attributes)
 
 
 def logger(name: str) -> Any:

@@ -25,9 +25,7 @@ PUBLIC = {
         "ProviderError", "ProviderTimeout", "ProviderUnreachable", "RateLimitError", "ScriptExhausted",
         "ServerError", "StreamError", "UsageError", "VerificationError", "VerificationFailed",
     ],
-    "loop.tracing": [
-        "NOOP_SPAN", "configure", "enabled", "logger", "span",
-    ],
+    "loop.tracing": ["NOOP_SPAN", "configure", "current_tracer", "enabled", "logger", "span", "start"],
     "provider": [
         "Anthropic", "CassetteMismatch", "Function", "OpenAICompatible", "Recording", "Replay", "Reply",
         "ReplyFunction", "Retry", "Scripted", "from_spec", "tool_call",

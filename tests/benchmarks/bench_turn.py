@@ -148,7 +148,9 @@ async def _measure(setup: Setup, runs: int, warmup: int, repeats: int) -> dict[s
     spans_per_run = len(exporter.get_finished_spans()) / ((warmup + repeats) * runs)
     exporter.clear()
     traced_provider.shutdown()
-    assert spans_per_run >= 3 * setup.turns_per_run, f"only {spans_per_run} spans recorded per traced run"
+    # One "chat" span per turn, one "execute_tool" span per tool turn, and the pattern's own span.
+    expected = setup.turns_per_run + (setup.turns_per_run - 1) + 1
+    assert spans_per_run == expected, f"{spans_per_run} spans recorded per traced run, expected {expected}"
     seconds["spans_per_run"] = spans_per_run
     return seconds
 

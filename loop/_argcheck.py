@@ -1,0 +1,120 @@
+"""Checking a tool call's arguments: parsed from the model's JSON, then held to the tool's schema.
+
+Schemas like the ones ``@tool`` writes (an object of scalars, enums, lists and optionals) get a compiled quick
+check; whatever it cannot vouch for goes to a full JSON Schema validator, which also words the complaint.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jsonschema
+
+from loop.errors import UsageError
+
+Check = Callable[[Any], bool]
+_TYPES: dict[str, Check] = {
+    "string": lambda v: type(v) is str,
+    "integer": lambda v: type(v) is int,
+    "number": lambda v: type(v) is int or type(v) is float,
+    "boolean": lambda v: type(v) is bool,
+    "null": lambda v: v is None,
+}
+_NOTES = {"description", "title", "default", "examples"}
+
+
+def _value_check(schema: Any) -> Check | None:
+    """A check that is True only for values ``schema`` accepts; None when the schema is beyond it."""
+    if not isinstance(schema, Mapping):
+        return None
+    keys = set(schema) - _NOTES
+    if keys == {"anyOf"} and isinstance(schema["anyOf"], list):
+        options = [_value_check(s) for s in schema["anyOf"]]
+        if any(o is None for o in options):
+            return None
+        return lambda v: any(o(v) for o in options)  # type: ignore[misc]
+    enum = schema.get("enum")
+    if enum is not None:
+        if not isinstance(enum, list) or keys - {"enum", "type"}:
+            return None
+        # Compare types too: JSON's true is not 1, though Python's True == 1.
+        return lambda v: any(type(v) is type(e) and v == e for e in enum)
+    kind = schema.get("type")
+    if kind == "array" and keys <= {"type", "items"}:
+        items = _value_check(schema.get("items", {})) if "items" in schema else (lambda v: True)
+        if items is None:
+            return None
+        return lambda v: type(v) is list and all(items(x) for x in v)  # type: ignore[misc]
+    if isinstance(kind, str) and kind in _TYPES and keys == {"type"}:
+        return _TYPES[kind]
+    if not keys:
+        return lambda v: True
+    return None
+
+
+def _object_check(schema: Mapping[str, Any]) -> Check | None:
+    if schema.get("type") != "object" or set(schema) - _NOTES - {"type", "properties", "required",
+                                                                  "additionalProperties"}:
+        return None
+    closed = schema.get("additionalProperties", True)
+    if closed not in (True, False) or not isinstance(schema.get("properties", {}), Mapping):
+        return None
+    checks = {}
+    for name, sub in schema.get("properties", {}).items():
+        check = _value_check(sub)
+        if check is None:
+            return None
+        checks[name] = check
+    required = tuple(schema.get("required", ()))
+
+    def check(arguments: Any) -> bool:
+        for name in required:
+            if name not in arguments:
+                return False
+        for name, value in arguments.items():
+            value_check = checks.get(name)
+            if value_check is None:
+                if closed is False:
+                    return False
+            elif not value_check(value):
+                return False
+        return True
+
+    return check
+
+
+class ArgumentChecker:
+    """Parses a call's raw JSON arguments and checks them against a tool's schema."""
+
+    __slots__ = ("_validator", "_quick")
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        try:
+            cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+            cls.check_schema(schema)
+        except jsonschema.SchemaError as exc:
+            raise UsageError(f"tool parameter schema is not a valid JSON schema: {exc.message}") from exc
+        self._validator = cls(schema)
+        self._quick = _object_check(schema)
+
+    def parse(self, raw: str) -> dict[str, Any] | str:
+        """The arguments as a dict, or a message telling the model what is wrong with them."""
+        if not raw or not raw.strip():
+            arguments: Any = {}
+        else:
+            try:
+                arguments = json.loads(raw)
+            except ValueError as exc:
+                return f"the arguments are not valid JSON ({exc}); send a JSON object matching the tool's schema"
+        if not isinstance(arguments, dict):
+            return f"the arguments must be a JSON object, got {type(arguments).__name__}"
+        quick = self._quick
+        if (quick is None or not quick(arguments)) and not self._validator.is_valid(arguments):
+            problems = []
+            for error in sorted(self._validator.iter_errors(arguments), key=lambda e: list(e.path))[:5]:
+                where = "/".join(str(p) for p in error.path) or "(top level)"
+                problems.append(f"at {where}: {error.message}")
+            return "the arguments do not match the tool's schema: " + "; ".join(problems)
+        return arguments
