@@ -121,16 +121,19 @@ class Step:
         try:
             with _chat_span(tracer, opts) as span:
                 stream = self._provider.stream(request)
+                aclose = getattr(stream, "aclose", None)
                 try:
                     async for delta in stream:
                         acc.add(delta)
                         publish(delta)
-                finally:
-                    aclose = getattr(stream, "aclose", None)
+                except BaseException:
                     if aclose is not None:
                         # Release the provider's connection even when the turn is being cancelled.
                         with anyio.CancelScope(shield=True):
                             await aclose()
+                    raise
+                if aclose is not None:
+                    await aclose()
                 turn = acc.turn(opts.model)
                 if tracer is not None:
                     _record_usage(span, turn, acc.finish)

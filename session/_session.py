@@ -124,7 +124,7 @@ class Session:
         self._pending: dict[str, _Message] = {}
         self._dropped_by_interrupt = 0
         self._current: tuple[_Message, anyio.CancelScope] | None = None
-        self._write_lock = anyio.Lock()
+        self._write_lock = anyio.Lock(fast_acquire=True)
         self.last_active = time.monotonic()
         self.closed = False
 

@@ -21,7 +21,7 @@ import traceback
 from collections.abc import Callable
 
 from loop import tracing
-from tests.benchmarks import bench_state, bench_tools, bench_turn, bench_verify
+from tests.benchmarks import bench_session, bench_state, bench_tools, bench_turn, bench_verify
 from tests.benchmarks._harness import Figure, render_table
 
 BENCHMARKS: dict[str, Callable[..., list[Figure]]] = {
@@ -29,6 +29,7 @@ BENCHMARKS: dict[str, Callable[..., list[Figure]]] = {
     "tools": bench_tools.run,
     "verify": bench_verify.run,
     "state": bench_state.run,
+    "session": bench_session.run,
 }
 
 

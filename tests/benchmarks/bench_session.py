@@ -1,0 +1,113 @@
+"""Sessions at scale: 1,000 concurrent sessions x 5 messages against a model that takes 50 ms per reply.
+
+Every session gets its five messages at once (they queue, FIFO) and answers them one after another, so the
+ideal total is 5 x 50 ms = 250 ms however many sessions run. The figure is the wall time from the first
+message sent to the last answer stored (memory store, one ``SingleShot`` turn per message), against that ideal
+(target <= 1.5x on 2 cores) and against a bare baseline measured in the same run: the same number of anyio
+tasks each sleeping 50 ms five times. Peak memory per session comes from a separate run under tracemalloc.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+import tracemalloc
+from typing import Any
+
+import anyio
+
+from cognitive import SingleShot, new_turn_processor
+from loop import Request
+from provider import Function
+from session import Manager, MemoryStore, MessageFailed, MessageFinished
+from tests.benchmarks._harness import Figure, median
+
+REPLY_SECONDS = 0.05
+TARGET_RATIO = 1.5
+
+
+async def _reply(request: Request) -> str:
+    await anyio.sleep(REPLY_SECONDS)
+    return f"answer to {request.turns[-1].text}"
+
+
+async def _sessions(count: int, messages: int) -> float:
+    """Seconds from the first message sent to the last message answered, for ``count`` sessions."""
+    manager = Manager(new_turn_processor(SingleShot), provider=Function(_reply), store=MemoryStore(),
+                      max_sessions=count, queue_size=messages)
+    async with manager:
+        sessions = [await manager.open(f"s{i}") for i in range(count)]
+        failed = 0
+
+        async def converse(session: Any, events: Any) -> None:
+            nonlocal failed
+            finished = 0
+            with events:
+                async for event in events:
+                    if isinstance(event, (MessageFinished, MessageFailed)):
+                        failed += isinstance(event, MessageFailed)
+                        finished += 1
+                        if finished == messages:
+                            return
+
+        started = time.perf_counter()
+        async with anyio.create_task_group() as group:
+            for session in sessions:
+                events = session.events.subscribe(buffer=None)
+                for n in range(messages):
+                    session.send(f"m{n}")
+                group.start_soon(converse, session, events)
+        elapsed = time.perf_counter() - started
+        if failed:
+            raise RuntimeError(f"{failed} messages failed")
+        answered = sum(len(s.state) for s in sessions)
+        if answered != count * messages * 2:
+            raise RuntimeError(f"expected {count * messages * 2} stored turns, found {answered}")
+    return elapsed
+
+
+async def _bare(count: int, messages: int) -> float:
+    started = time.perf_counter()
+    async with anyio.create_task_group() as group:
+        for _ in range(count):
+            async def one() -> None:
+                for _ in range(messages):
+                    await anyio.sleep(REPLY_SECONDS)
+            group.start_soon(one)
+    return time.perf_counter() - started
+
+
+def _peak_bytes(fn: Any, count: int, messages: int) -> float:
+    gc.collect()
+    tracemalloc.start()
+    try:
+        anyio.run(fn, count, messages)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak
+
+
+def run(quick: bool = False) -> list[Figure]:
+    count, messages, repeats = (50, 2, 1) if quick else (1000, 5, 3)
+    ideal = messages * REPLY_SECONDS
+    framework, bare = [], []
+    for _ in range(repeats):
+        gc.collect()
+        framework.append(anyio.run(_sessions, count, messages))
+        gc.collect()
+        bare.append(anyio.run(_bare, count, messages))
+    total, baseline = median(framework), median(bare)
+    per_session = _peak_bytes(_sessions, count, messages) / count
+    per_task = _peak_bytes(_bare, count, messages) / count
+    return [
+        Figure("(s) sessions", f"{count:,} sessions x {messages} messages, 50 ms replies", total * 1000, "ms",
+               ideal * 1000, f"ideal ({messages} x 50 ms)", high=TARGET_RATIO, on_ratio=True,
+               target_text=f"ratio <= {TARGET_RATIO}x", notes=(
+                   f"bare anyio tasks doing the same sleeps, same run: {baseline * 1000:.0f} ms "
+                   f"({total / baseline:.2f}x of it); median of {repeats}",)),
+        Figure("(s) sessions", "peak memory per session", per_session / 1024, "KiB", per_task / 1024,
+               "bare task doing the sleeps", target_text="-", notes=(
+                   f"tracemalloc peak over a separate run of the same load: {per_session * count / 2**20:.1f} "
+                   f"MiB for {count:,} sessions with {messages} messages each (memory store included)",)),
+    ]
