@@ -52,31 +52,37 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def _message(body: str) -> str:
-    """The server's own error message when the body is the usual ``{"error": {"message": ...}}``."""
+def _error_object(body: str) -> dict[str, Any]:
+    """The usual ``{"error": {"message": ..., "type": ..., "code": ...}}`` of an error body, or ``{}``."""
     try:
         data = json.loads(body)
     except ValueError:
-        return ""
+        return {}
     error = data.get("error") if isinstance(data, dict) else None
-    if isinstance(error, dict) and isinstance(error.get("message"), str):
-        return error["message"]
     if isinstance(error, str):
-        return error
-    return ""
+        return {"message": error}
+    return error if isinstance(error, dict) else {}
+
+
+# Codes that say waiting will not help: the account is out of credit, so a 429 is not worth retrying.
+_NOT_RETRYABLE_429 = ("insufficient_quota", "billing_hard_limit_reached")
 
 
 def status_error(who: str, status: int, body: str, headers: Mapping[str, str]) -> ProviderError:
     """The typed error for an HTTP error status from provider ``who``."""
-    said = _message(body)
-    detail = f": {said}" if said else ""
+    error = _error_object(body)
+    said = error.get("message")
+    detail = f": {said}" if isinstance(said, str) and said else ""
     body = excerpt(body)
     wait = retry_after(headers)
     if status in (401, 403):
         return AuthenticationError(f"{who} refused the credentials (HTTP {status}){detail}; check the API key",
                                    status=status, body=body)
     if status == 429:
-        return RateLimitError(f"{who} is rate limiting (HTTP 429){detail}", body=body, retry_after=wait)
+        limited = RateLimitError(f"{who} is rate limiting (HTTP 429){detail}", body=body, retry_after=wait)
+        if error.get("code") in _NOT_RETRYABLE_429 or error.get("type") in _NOT_RETRYABLE_429:
+            limited.retryable = False
+        return limited
     if status in (503, 529):
         return OverloadedError(f"{who} is overloaded (HTTP {status}){detail}", status=status, body=body,
                                retry_after=wait)
@@ -85,6 +91,10 @@ def status_error(who: str, status: int, body: str, headers: Mapping[str, str]) -
     if status == 408:
         return ProviderTimeout(f"{who} timed out the request (HTTP 408){detail}", status=status, body=body,
                                retryable=True)
+    if 300 <= status < 400:
+        where = headers.get("location")
+        return BadRequestError(f"{who} redirected the request (HTTP {status}{f' to {where}' if where else ''}); "
+                               "set the base URL to the address that answers", status=status, body=body)
     return BadRequestError(f"{who} rejected the request (HTTP {status}){detail}", status=status, body=body)
 
 
@@ -99,6 +109,9 @@ def transport_error(who: str, exc: httpx.HTTPError) -> ProviderError:
     if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
         return StreamError(f"the connection to {who} broke mid-response: {type(exc).__name__} {exc}",
                            retryable=True)
+    if isinstance(exc, httpx.WriteError):
+        # The request never fully left, so the server cannot have acted on it: sending it again is safe.
+        return ProviderError(f"the connection to {who} broke while sending the request: {exc}", retryable=True)
     return ProviderError(f"talking to {who} failed: {type(exc).__name__} {exc}", retryable=False)
 
 
@@ -120,29 +133,107 @@ class SSEEvent:
             ) from None
 
 
-async def sse_events(lines: AsyncIterator[str]) -> AsyncIterator[SSEEvent]:
-    """Parse a server-sent event stream (HTML Living Standard, "event stream interpretation") from its lines.
+class _Lines:
+    """Splits an event stream's bytes into lines where the standard ends them: CRLF, LF or CR.
 
-    Comments (``:``) and unknown fields are skipped as the standard says; ``data`` lines join with newlines;
-    a blank line dispatches. An event still being built when the lines end is dropped, as the standard says.
+    (``httpx``'s ``aiter_lines`` also splits at U+2028, U+2029 and U+0085, which JSON carries unescaped, so a
+    chunk holding one would be cut in two.) Lines split on bytes, so a character split across reads stays
+    whole; they decode as UTF-8 whatever the headers say, as the standard requires.
     """
-    event = ""
-    data: list[str] = []
-    number = 0
-    async for raw in lines:
-        number += 1
+
+    __slots__ = ("pending",)
+
+    def __init__(self) -> None:
+        self.pending = b""
+
+    def feed(self, chunk: bytes) -> list[str]:
+        data = self.pending + chunk if self.pending else chunk
+        if b"\r" in data:
+            # A CR at the very end may be the first half of a CRLF whose LF is in the next read.
+            tail = b"\r" if data.endswith(b"\r") else b""
+            parts = (data[:-1] if tail else data).replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+            self.pending = parts.pop() + tail
+        else:
+            parts = data.split(b"\n")
+            self.pending = parts.pop()
+        return [part.decode("utf-8", errors="replace") for part in parts]
+
+    def end(self) -> list[str]:
+        """The last line, when the bytes ended right after its CR; an unterminated line is no line."""
+        last, self.pending = self.pending, b""
+        return [last[:-1].decode("utf-8", errors="replace")] if last.endswith(b"\r") else []
+
+
+class _Events:
+    """Builds events from lines (HTML Living Standard, "event stream interpretation")."""
+
+    __slots__ = ("event", "data", "number")
+
+    def __init__(self) -> None:
+        self.event = ""
+        self.data: list[str] = []
+        self.number = 0
+
+    def line(self, raw: str) -> SSEEvent | None:
+        """The event this line completes, if it completes one."""
+        self.number += 1
         line = raw.rstrip("\r\n")
+        if self.number == 1 and line.startswith("\ufeff"):
+            line = line[1:]  # the standard allows one byte order mark before the first line
         if not line:
-            if data:
-                yield SSEEvent(event or "message", "\n".join(data), number)
-            event, data = "", []
-            continue
+            event = SSEEvent(self.event or "message", "\n".join(self.data), self.number) if self.data else None
+            self.event, self.data = "", []
+            return event
         if line[0] == ":":
-            continue
+            return None  # a comment
         name, sep, value = line.partition(":")
         if sep and value.startswith(" "):
             value = value[1:]
         if name == "data":
-            data.append(value)
+            self.data.append(value)
         elif name == "event":
-            event = value
+            self.event = value
+        return None  # id, retry and unknown fields change nothing here
+
+
+async def sse_stream(chunks: AsyncIterator[bytes]) -> AsyncIterator[SSEEvent]:
+    """The events of a server-sent event stream from its bytes as they arrive (``response.aiter_bytes()``).
+
+    Comments and unknown fields are skipped as the standard says; ``data`` lines join with newlines; a blank
+    line dispatches. An event still being built when the bytes end is dropped, as the standard says. Closing
+    this iterator closes ``chunks``.
+    """
+    lines, events = _Lines(), _Events()
+    try:
+        async for chunk in chunks:
+            for line in lines.feed(chunk):
+                event = events.line(line)
+                if event is not None:
+                    yield event
+        for line in lines.end():
+            event = events.line(line)
+            if event is not None:
+                yield event
+    finally:
+        await _close(chunks)
+
+
+async def sse_events(lines: AsyncIterator[str]) -> AsyncIterator[SSEEvent]:
+    """The events of a server-sent event stream from its lines (see ``sse_stream`` to read bytes, which avoids
+    ``httpx``'s ``aiter_lines`` splitting at Unicode line separators). Closing this iterator closes ``lines``."""
+    events = _Events()
+    try:
+        async for raw in lines:
+            event = events.line(raw)
+            if event is not None:
+                yield event
+    finally:
+        await _close(lines)
+
+
+async def _close(source: Any) -> None:
+    # Close a source left mid-way now, rather than leaving it to the event loop's finalizer after garbage
+    # collection (which runs it as a task of its own, at some later time).
+    aclose = getattr(source, "aclose", None)
+    if aclose is not None:
+        await aclose()

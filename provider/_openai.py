@@ -6,11 +6,13 @@ One class serves OpenAI and the servers that copy its API (vLLM, llama.cpp serve
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+import anyio
 import httpx
 
 from loop import (
@@ -28,11 +30,14 @@ from loop import (
     UseTool,
 )
 from loop.errors import StreamError
-from provider._http import sse_events, status_error, transport_error
+from provider._http import SSEEvent, excerpt, sse_stream, status_error, transport_error
 
 OPENAI_URL = "https://api.openai.com/v1"
 DEFAULT_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
 _FINISH = {"tool_calls": "tool_calls", "function_call": "tool_calls"}
+# How long to keep reading after ``[DONE]`` for the end of the body, so the connection goes back to the pool
+# for the next turn instead of being closed (the end usually arrives at once, right behind ``[DONE]``).
+DRAIN_SECONDS = 0.25
 
 
 class OpenAICompatible:
@@ -41,6 +46,11 @@ class OpenAICompatible:
     ``api_key`` defaults to ``OPENAI_API_KEY``; it is required for OpenAI itself (a missing key is an error
     here, not a 401 later) and optional for local servers. Pass ``client`` to share one ``httpx.AsyncClient``;
     a client the provider made itself is closed by ``aclose``.
+
+    Streams are read as the API reference draws them and end at ``data: [DONE]``; anything else (cut short, no
+    ``[DONE]``, invalid JSON, an error object mid-stream) raises a ``ProviderError``, never a short answer.
+    Unknown fields and named events are ignored, and common deviations of compatible servers are accepted:
+    tool calls without an ``index`` or sharing one, arguments sent as an object, usage in several chunks.
     """
 
     def __init__(
@@ -94,7 +104,7 @@ class OpenAICompatible:
         if request.tools:
             body["tools"] = [
                 {"type": "function",
-                 "function": {"name": t.name, "description": t.description, "parameters": dict(t.parameters)}}
+                 "function": {"name": t.name, "description": t.description, "parameters": _plain(t.parameters)}}
                 for t in request.tools
             ]
             if opts.tool_choice is not None:
@@ -111,7 +121,7 @@ class OpenAICompatible:
             body["stop"] = list(opts.stop)
         if opts.output_schema is not None:
             body["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": "output", "schema": dict(opts.output_schema), "strict": self._strict}}
+                "name": "output", "schema": _plain(opts.output_schema), "strict": self._strict}}
         return body
 
     def stream(self, request: Request) -> AsyncIterator[Delta]:
@@ -119,51 +129,159 @@ class OpenAICompatible:
 
     async def _stream(self, body: dict[str, Any]) -> AsyncIterator[Delta]:
         who = self.who
-        finish: str | None = None
+        chunks = _Chunks(who)
         try:
             async with self._client.stream("POST", f"{self.base_url}/chat/completions", json=body,
                                            headers=self._headers) as response:
-                if response.status_code >= 400:
+                if not 200 <= response.status_code < 300:
                     text = (await response.aread()).decode("utf-8", errors="replace")
                     raise status_error(who, response.status_code, text, response.headers)
+                if response.headers.get("content-type", "").lower().startswith("application/json"):
+                    # Not a stream: an error reported with status 200, or a server that ignored stream=true.
+                    raise _not_a_stream(who, (await response.aread()).decode("utf-8", errors="replace"))
                 done = False
-                async for event in sse_events(response.aiter_lines()):
-                    if event.data.strip() == "[DONE]":
-                        done = True
-                        break
-                    chunk = event.json(who)
-                    if not isinstance(chunk, dict):
-                        raise StreamError(f"{who} sent a chunk that is not a JSON object on line {event.line}")
-                    if "error" in chunk:
-                        raise _stream_error(who, chunk["error"])
-                    for choice in chunk.get("choices") or ():
-                        if choice.get("index", 0) != 0:
-                            continue
-                        delta = choice.get("delta") or {}
-                        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                        if reasoning:
-                            yield ReasoningDelta(reasoning)
-                        content = delta.get("content")
-                        if content:
-                            yield TextDelta(content)
-                        for call in delta.get("tool_calls") or ():
-                            fn = call.get("function") or {}
-                            yield ToolCallDelta(call.get("index", 0), call.get("id"), fn.get("name"),
-                                                fn.get("arguments") or "")
-                        if choice.get("finish_reason"):
-                            finish = _FINISH.get(choice["finish_reason"], choice["finish_reason"])
-                    usage = chunk.get("usage")
-                    if usage:
-                        yield UsageDelta(_usage(usage))
-                if not done:
-                    raise StreamError(f"{who} ended the stream without its final 'data: [DONE]' event; "
-                                      "the response may be incomplete", retryable=True)
+                async with contextlib.aclosing(sse_stream(response.aiter_bytes())) as events:
+                    async for event in events:
+                        if event.event not in ("message", "error"):
+                            continue  # named events some servers add (pings, metrics) carry no chunk
+                        if event.data.strip() == "[DONE]":
+                            done = True
+                            break
+                        for delta in chunks.deltas(event):
+                            yield delta
+                    if not done:
+                        raise StreamError(f"{who} ended the stream without its final 'data: [DONE]' event; "
+                                          "the response may be incomplete", retryable=True)
+                    await _drain(events)
         except httpx.HTTPError as exc:
             raise transport_error(who, exc) from exc
-        yield Finish(finish or "stop")
+        if chunks.usage is not None:
+            yield UsageDelta(chunks.usage)
+        yield Finish(chunks.finish())
 
     def __repr__(self) -> str:
         return f"OpenAICompatible({self.model!r}, base_url={self.base_url!r})"
+
+
+async def _drain(events: AsyncIterator[SSEEvent]) -> None:
+    """Read what follows ``[DONE]`` (normally only the end of the body), briefly, ignoring it."""
+    with anyio.move_on_after(DRAIN_SECONDS):
+        try:
+            async for _ in events:
+                pass
+        except httpx.HTTPError:
+            pass  # the answer is complete; the connection is simply not reused
+
+
+class _Chunks:
+    """Reads the chunks of one response into deltas, keeping what spans chunks: the finish reason, the usage
+    (a total, so the last report wins) and which tool call each fragment belongs to."""
+
+    __slots__ = ("who", "usage", "_finish", "_refused", "_slot_of_id", "_id_of_slot", "_moved", "_last", "_next")
+
+    def __init__(self, who: str) -> None:
+        self.who = who
+        self.usage: Usage | None = None
+        self._finish: str | None = None
+        self._refused = False
+        self._slot_of_id: dict[str, int] = {}
+        self._id_of_slot: dict[int, str] = {}
+        self._moved: dict[int, int] = {}  # wire index -> slot, for a second call sent on a used index
+        self._last = 0
+        self._next = 0
+
+    def finish(self) -> str:
+        if self._refused and self._finish in (None, "stop"):
+            return "content_filter"
+        return self._finish or "stop"
+
+    def deltas(self, event: SSEEvent) -> list[Delta]:
+        chunk = event.json(self.who)
+        if not isinstance(chunk, dict):
+            raise StreamError(f"{self.who} sent a chunk that is not a JSON object on line {event.line}")
+        error = chunk.get("error")
+        if error or event.event == "error":
+            raise _stream_error(self.who, error or chunk)
+        try:
+            return self._read(chunk)
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise StreamError(
+                f"{self.who} sent a chunk of an unexpected shape in the event ending on line {event.line} "
+                f"({type(exc).__name__}: {exc}): {excerpt(event.data, 200)!r}"
+            ) from None
+
+    def _read(self, chunk: dict[str, Any]) -> list[Delta]:
+        out: list[Delta] = []
+        usage = chunk.get("usage")
+        if usage:
+            self.usage = _usage(usage)
+        for choice in chunk.get("choices") or ():
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if reasoning:
+                out.append(ReasoningDelta(_text(reasoning)))
+            content = delta.get("content")
+            if content:
+                out.append(TextDelta(_text(content)))
+            refusal = delta.get("refusal")
+            if refusal:
+                # Structured output puts a refusal here instead of in content; dropping it would leave an
+                # empty answer that looks like success.
+                self._refused = True
+                out.append(TextDelta(_text(refusal)))
+            for call in delta.get("tool_calls") or ():
+                fn = call.get("function") or {}
+                name = fn.get("name") or None
+                arguments = fn.get("arguments")
+                if arguments is None:
+                    arguments = ""
+                elif not isinstance(arguments, str):
+                    arguments = json.dumps(arguments)  # some servers send the object itself
+                call_id = call.get("id") or None
+                out.append(ToolCallDelta(self._slot(call.get("index"), call_id), call_id, name, arguments))
+            reason = choice.get("finish_reason")
+            if reason:
+                self._finish = _FINISH.get(reason, reason)
+        return out
+
+    def _slot(self, index: Any, call_id: str | None) -> int:
+        """The index this fragment's call gets. It is the wire ``index``, except that servers which omit the
+        index (or send several calls on one) get a fresh index for every new call id, so calls never merge."""
+        if isinstance(index, int) and not isinstance(index, bool):
+            slot = self._moved.get(index, index)
+            owner = self._id_of_slot.get(slot)
+            if call_id is not None and owner is not None and owner != call_id:
+                slot = self._moved[index] = max(self._next, index + 1)
+        elif call_id is None:
+            slot = self._last
+        else:
+            slot = self._slot_of_id.get(call_id, self._next)
+        if call_id is not None:
+            self._slot_of_id[call_id] = slot
+            self._id_of_slot[slot] = call_id
+        self._last = slot
+        self._next = max(self._next, slot + 1)
+        return slot
+
+
+def _text(value: Any) -> str:
+    """A delta's text: a string, or the text parts of a list some servers send instead."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "".join(p.get("text") or "" for p in value if isinstance(p, dict) and p.get("type") == "text")
+    raise TypeError(f"expected text, got {type(value).__name__}")
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with every mapping a dict and every sequence a list, as JSON needs (schemas may be frozen)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _usage(data: Mapping[str, Any]) -> Usage:
@@ -175,17 +293,52 @@ def _usage(data: Mapping[str, Any]) -> Usage:
     )
 
 
-_ERROR_TYPES = {"invalid_request_error": 400, "authentication_error": 401, "permission_error": 403,
-                "rate_limit_exceeded": 429, "insufficient_quota": 429, "server_error": 500, "overloaded": 503}
+# What an error object's ``code`` or ``type`` says, as an HTTP status (OpenAI, vLLM and llama.cpp spellings).
+_ERROR_STATUS = {
+    "invalid_request_error": 400, "BadRequestError": 400, "authentication_error": 401, "invalid_api_key": 401,
+    "permission_error": 403, "not_found_error": 404, "rate_limit_exceeded": 429, "rate_limit_error": 429,
+    "insufficient_quota": 429, "requests": 429, "tokens": 429, "server_error": 500, "api_error": 500,
+    "InternalServerError": 500, "overloaded": 503, "overloaded_error": 503, "unavailable_error": 503,
+}
 
 
 def _stream_error(who: str, error: Any) -> Exception:
     """The typed error for an ``{"error": ...}`` object sent inside a stream that began with HTTP 200."""
     if not isinstance(error, dict):
         error = {"message": str(error)}
-    code = error.get("code")
-    status = code if isinstance(code, int) else _ERROR_TYPES.get(str(error.get("type")), 500)
+    status = 500
+    code, kind = error.get("code"), error.get("type")
+    if isinstance(code, int) and not isinstance(code, bool) and 400 <= code < 600:
+        status = code  # vLLM sends the status itself
+    elif isinstance(code, str) and code in _ERROR_STATUS:
+        status = _ERROR_STATUS[code]
+    elif isinstance(kind, str) and kind in _ERROR_STATUS:
+        status = _ERROR_STATUS[kind]
     return status_error(who, status, json.dumps({"error": error}), {})
+
+
+def _not_a_stream(who: str, text: str) -> Exception:
+    """The error for a JSON document where an event stream was asked for."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and data.get("error"):
+        return _stream_error(who, data["error"])
+    return StreamError(f"{who} answered with a JSON document instead of an event stream; does it support "
+                       f"stream=true? {excerpt(text, 200)!r}")
+
+
+def _arguments(raw: str) -> str:
+    """A call's arguments as sent back: as the model wrote them when they are a JSON object, else ``{}``.
+
+    The call was answered with an error result already; servers that parse the history (vLLM, SGLang) reject
+    the whole request over malformed arguments, which would make the conversation impossible to continue.
+    """
+    try:
+        return raw if isinstance(json.loads(raw), dict) else "{}"
+    except (TypeError, ValueError):
+        return "{}"
 
 
 def messages(turns: tuple[Turn, ...]) -> list[dict[str, Any]]:
@@ -201,7 +354,8 @@ def messages(turns: tuple[Turn, ...]) -> list[dict[str, Any]]:
             calls = turn.tool_calls
             if calls:
                 message["tool_calls"] = [
-                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                    {"id": c.id, "type": "function",
+                     "function": {"name": c.name, "arguments": _arguments(c.arguments)}}
                     for c in calls
                 ]
             elif message["content"] is None:

@@ -21,7 +21,7 @@ import traceback
 from collections.abc import Callable
 
 from loop import tracing
-from tests.benchmarks import bench_session, bench_state, bench_tools, bench_turn, bench_verify
+from tests.benchmarks import bench_session, bench_state, bench_tools, bench_turn, bench_verify, bench_wire
 from tests.benchmarks._harness import Figure, render_table
 
 BENCHMARKS: dict[str, Callable[..., list[Figure]]] = {
@@ -30,6 +30,7 @@ BENCHMARKS: dict[str, Callable[..., list[Figure]]] = {
     "verify": bench_verify.run,
     "state": bench_state.run,
     "session": bench_session.run,
+    "wire": bench_wire.run,
 }
 
 

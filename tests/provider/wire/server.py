@@ -56,7 +56,9 @@ class WireServer:
         self.replies: deque[Reply] = deque()
         self.requests: list[Received] = []
         self.disconnects = 0
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP lets asyncio turn Nagle's algorithm off on accepted connections; without it every
+        # reused keep-alive connection waits ~40 ms for a delayed ACK.
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))
         self.port = self._sock.getsockname()[1]
@@ -116,7 +118,11 @@ class WireServer:
                 self.disconnects += 1
                 raise ConnectionAbortedError("cut by the test")  # uvicorn drops the connection mid-body
             if reply.hang_after is not None and n >= reply.hang_after:
-                await anyio.sleep(3600)
+                # Hang until the client goes away, and count that it did.
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                self.disconnects += 1
+                return
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
