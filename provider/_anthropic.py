@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import AsyncIterator, Mapping
@@ -28,17 +29,22 @@ from loop import (
     UseTool,
 )
 from loop.errors import StreamError
-from provider._http import sse_events, status_error, transport_error
+from provider._http import drain, sse_stream, status_error, transport_error
 
 ANTHROPIC_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
 OUTPUT_TOOL = "structured_output"
 DEFAULT_TIMEOUT = httpx.Timeout(300.0, connect=10.0)
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls", "max_tokens": "length",
-           "refusal": "content_filter", "pause_turn": "pause"}
+           "refusal": "content_filter", "pause_turn": "pause", "model_context_window_exceeded": "length"}
 _ERROR_STATUS = {"invalid_request_error": 400, "authentication_error": 401, "permission_error": 403,
                  "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429, "api_error": 500,
-                 "overloaded_error": 529}
+                 "timeout_error": 504, "overloaded_error": 529}
+# A redacted_thinking block travels as a Reasoning part whose signature is this prefix and the block's data;
+# the API signs thinking in base64, which never contains ":". It must go back unchanged like signed thinking.
+REDACTED = "redacted_thinking:"
+_THINKING = ("thinking", "redacted_thinking")
+_ORDER = {"thinking": 0, "redacted_thinking": 0, "tool_result": 0, "text": 1, "tool_use": 2}
 
 
 class Anthropic:
@@ -46,9 +52,11 @@ class Anthropic:
 
     ``api_key`` defaults to ``ANTHROPIC_API_KEY`` and is required. ``max_tokens`` is the default output cap
     (the API requires one). ``thinking_budget`` turns on extended thinking with that many tokens; thinking
-    blocks come back as ``Reasoning`` parts whose signatures are sent back on the next request. Structured
-    output (``Options.output_schema``) is asked for as a forced call to a tool whose input is the output; its
-    JSON arrives as text.
+    blocks come back as ``Reasoning`` parts whose signatures are sent back on the next request (a
+    ``redacted_thinking`` block travels as a ``Reasoning`` with empty text whose signature starts with
+    ``REDACTED``). Requests the API refuses with thinking on go without it (see ``body``). Structured output
+    (``Options.output_schema``) is asked for as a forced call to a tool whose input is the output; its JSON
+    arrives as text.
     """
 
     def __init__(
@@ -65,15 +73,18 @@ class Anthropic:
     ) -> None:
         if not isinstance(model, str) or not model:
             raise UsageError(f"Anthropic needs a model name, got {model!r}")
-        url = httpx.URL(base_url)
-        if url.scheme not in ("http", "https") or not url.host:
+        try:
+            url = httpx.URL(base_url)
+        except (TypeError, httpx.InvalidURL):
+            url = None
+        if url is None or url.scheme not in ("http", "https") or not url.host:
             raise UsageError(f"base_url must be an http(s) URL, got {base_url!r}")
         key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
-        if not key:
+        if not isinstance(key, str) or not key.strip():
             raise UsageError("Anthropic needs an API key: set ANTHROPIC_API_KEY or pass api_key=")
-        if not (isinstance(max_tokens, int) and max_tokens > 0):
+        if not _positive_int(max_tokens):
             raise UsageError(f"max_tokens must be a positive integer, got {max_tokens!r}")
-        if thinking_budget is not None and not (isinstance(thinking_budget, int) and thinking_budget >= 1024):
+        if thinking_budget is not None and not (_positive_int(thinking_budget) and thinking_budget >= 1024):
             raise UsageError(f"thinking_budget must be an integer of at least 1024 tokens, got {thinking_budget!r}")
         self.model = model
         self.base_url = str(base_url).rstrip("/")
@@ -96,7 +107,13 @@ class Anthropic:
         await self.aclose()
 
     def body(self, request: Request) -> dict[str, Any]:
-        """The JSON body sent for ``request``."""
+        """The JSON body sent for ``request``.
+
+        Extended thinking is left out of a request the API would refuse with it on: one that forces a tool
+        call (structured output, ``"required"``, ``UseTool``), and one that continues a tool loop whose
+        assistant message does not open with signed thinking (it came from another provider or from a forced
+        turn). While thinking is on, ``temperature`` is not sent: the API refuses any value but 1 with thinking.
+        """
         opts = request.options
         system, msgs = messages(request.turns)
         max_tokens = opts.max_tokens or self.max_tokens
@@ -111,6 +128,7 @@ class Anthropic:
             tools = [{"name": OUTPUT_TOOL, "description": "Give the final answer in the required structure.",
                       "input_schema": dict(opts.output_schema)}]
             choice = UseTool(OUTPUT_TOOL)
+        forced = False
         if tools:
             body["tools"] = tools
             if choice is not None:
@@ -118,13 +136,16 @@ class Anthropic:
                     {"type": "tool", "name": choice.name} if isinstance(choice, UseTool)
                     else {"type": {"auto": "auto", "required": "any", "none": "none"}[choice]}
                 )
-        if opts.temperature is not None:
+                forced = body["tool_choice"]["type"] in ("any", "tool")
+        budget = self.thinking_budget
+        thinking = budget is not None and not forced and not _unsigned_tool_loop(msgs)
+        if opts.temperature is not None and not thinking:
             body["temperature"] = min(opts.temperature, 1.0)
         if opts.stop:
             body["stop_sequences"] = list(opts.stop)
-        if self.thinking_budget is not None:
-            body["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
-            body["max_tokens"] = max(max_tokens, self.thinking_budget + 1)
+        if thinking and budget is not None:
+            body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+            body["max_tokens"] = max(max_tokens, budget + 1)
         return body
 
     def stream(self, request: Request) -> AsyncIterator[Delta]:
@@ -132,10 +153,9 @@ class Anthropic:
 
     async def _stream(self, body: dict[str, Any], *, structured: bool) -> AsyncIterator[Delta]:
         who = self.who
-        input_usage = Usage()
-        output_tokens = 0
+        usage: dict[str, int] = {}
         finish = "stop"
-        output_blocks: set[int] = set()  # blocks carrying structured output, streamed as text
+        tools: dict[int, _ToolBlock] = {}  # tool_use blocks still open, by index
         try:
             async with self._client.stream("POST", f"{self.base_url}/v1/messages", json=body,
                                            headers=self._headers) as response:
@@ -143,89 +163,149 @@ class Anthropic:
                     text = (await response.aread()).decode("utf-8", errors="replace")
                     raise status_error(who, response.status_code, text, response.headers)
                 done = False
-                async for event in sse_events(response.aiter_lines()):
-                    data = event.json(who)
-                    kind = data.get("type") if isinstance(data, dict) else None
-                    if kind == "content_block_delta":
-                        index = data.get("index", 0)
-                        delta = data.get("delta") or {}
-                        dtype = delta.get("type")
-                        if dtype == "text_delta":
-                            yield TextDelta(delta.get("text", ""))
-                        elif dtype == "input_json_delta":
-                            fragment = delta.get("partial_json", "")
-                            if index in output_blocks:
-                                if fragment:
-                                    yield TextDelta(fragment)
-                            elif fragment:
-                                yield ToolCallDelta(index, arguments_fragment=fragment)
-                        elif dtype == "thinking_delta":
-                            yield ReasoningDelta(delta.get("thinking", ""))
-                        elif dtype == "signature_delta":
-                            yield ReasoningDelta("", delta.get("signature"))
-                    elif kind == "content_block_start":
-                        index = data.get("index", 0)
-                        block = data.get("content_block") or {}
-                        btype = block.get("type")
-                        if btype == "text" and block.get("text"):
-                            yield TextDelta(block["text"])
-                        elif btype == "tool_use":
-                            if structured and block.get("name") == OUTPUT_TOOL:
-                                output_blocks.add(index)
-                            else:
-                                yield ToolCallDelta(index, block.get("id"), block.get("name"), "")
-                        elif btype == "thinking" and block.get("thinking"):
-                            yield ReasoningDelta(block["thinking"])
-                    elif kind == "message_start":
-                        usage = (data.get("message") or {}).get("usage") or {}
-                        input_usage = _input_usage(usage)
-                        output_tokens = int(usage.get("output_tokens") or 0)
-                    elif kind == "message_delta":
-                        stop = (data.get("delta") or {}).get("stop_reason")
-                        if stop:
-                            finish = _FINISH.get(stop, stop)
-                        usage = data.get("usage") or {}
-                        if usage.get("output_tokens") is not None:
-                            output_tokens = int(usage["output_tokens"])  # cumulative, not an increment
-                    elif kind == "message_stop":
-                        done = True
-                        break
-                    elif kind == "error":
-                        error = data.get("error") or {}
-                        status = _ERROR_STATUS.get(error.get("type"), 500)
-                        raise status_error(who, status, json.dumps({"error": error}), {})
-                    # ping, content_block_stop and event types added later are ignored
-                if not done:
-                    raise StreamError(f"{who} ended the stream without its final message_stop event; "
-                                      "the response may be incomplete", retryable=True)
+                async with contextlib.aclosing(sse_stream(response.aiter_bytes())) as events:
+                    async for event in events:
+                        data = _object(event.json(who))
+                        kind = data.get("type")
+                        index = data.get("index")
+                        if not isinstance(index, int):
+                            index = 0
+                        if kind == "content_block_delta":
+                            delta = _object(data.get("delta"))
+                            dtype = delta.get("type")
+                            if dtype == "text_delta":
+                                if text := _string(delta.get("text")):
+                                    yield TextDelta(text)
+                            elif dtype == "input_json_delta":
+                                if fragment := _string(delta.get("partial_json")):
+                                    tool = tools.get(index)
+                                    if tool is not None:
+                                        tool.streamed = True
+                                    if tool is not None and tool.output:
+                                        yield TextDelta(fragment)
+                                    else:
+                                        yield ToolCallDelta(index, arguments_fragment=fragment)
+                            elif dtype == "thinking_delta":
+                                if thought := _string(delta.get("thinking")):
+                                    yield ReasoningDelta(thought)
+                            elif dtype == "signature_delta":
+                                if signature := _string(delta.get("signature")):
+                                    yield ReasoningDelta("", signature)
+                        elif kind == "content_block_start":
+                            block = _object(data.get("content_block"))
+                            btype = block.get("type")
+                            if btype == "text":
+                                if text := _string(block.get("text")):
+                                    yield TextDelta(text)
+                            elif btype == "tool_use":
+                                output = structured and block.get("name") == OUTPUT_TOOL
+                                tools[index] = _ToolBlock(output, block.get("input"))
+                                if not output:
+                                    yield ToolCallDelta(index, _string(block.get("id")) or None,
+                                                        _string(block.get("name")) or None, "")
+                            elif btype == "thinking":
+                                if thought := _string(block.get("thinking")):
+                                    yield ReasoningDelta(thought)
+                                if signature := _string(block.get("signature")):
+                                    yield ReasoningDelta("", signature)
+                            elif btype == "redacted_thinking":
+                                if secret := _string(block.get("data")):
+                                    yield ReasoningDelta("", REDACTED + secret)
+                        elif kind == "content_block_stop":
+                            tool = tools.pop(index, None)
+                            if tool is not None and (rest := tool.unstreamed(index)) is not None:
+                                yield rest
+                        elif kind == "message_start":
+                            usage.update(_usage_fields(_object(_object(data.get("message")).get("usage"))))
+                        elif kind == "message_delta":
+                            stop = _string(_object(data.get("delta")).get("stop_reason"))
+                            if stop:
+                                finish = _FINISH.get(stop, stop)
+                            usage.update(_usage_fields(_object(data.get("usage"))))  # cumulative: replaces
+                        elif kind == "message_stop":
+                            for index, tool in tools.items():  # blocks the server never closed
+                                if (rest := tool.unstreamed(index)) is not None:
+                                    yield rest
+                            done = True
+                            break
+                        elif kind == "error":
+                            error = _object(data.get("error"))
+                            status = _ERROR_STATUS.get(error.get("type"), 500)
+                            raise status_error(who, status, json.dumps({"error": error}), {})
+                        # ping and event types added later are ignored, as the API reference asks
+                    if not done:
+                        raise StreamError(f"{who} ended the stream without its final message_stop event; "
+                                          "the response may be incomplete", retryable=True)
+                    await drain(events)  # so the connection goes back to the pool
         except httpx.HTTPError as exc:
             raise transport_error(who, exc) from exc
         if structured and finish == "tool_calls":
             finish = "stop"
-        yield UsageDelta(Usage(input_usage.input_tokens, output_tokens, input_usage.cache_read_tokens,
-                               input_usage.cache_write_tokens))
+        yield UsageDelta(_usage(usage))
         yield Finish(finish)
 
     def __repr__(self) -> str:
         return f"Anthropic({self.model!r})"
 
 
-def _input_usage(usage: Mapping[str, Any]) -> Usage:
-    read = int(usage.get("cache_read_input_tokens") or 0)
-    write = int(usage.get("cache_creation_input_tokens") or 0)
+class _ToolBlock:
+    """A ``tool_use`` block being streamed: whether it carries structured output, and its input so far."""
+
+    __slots__ = ("output", "initial", "streamed")
+
+    def __init__(self, output: bool, initial: Any) -> None:
+        self.output = output
+        self.initial = initial
+        self.streamed = False
+
+    def unstreamed(self, index: int) -> Delta | None:
+        """The block's input when no ``input_json_delta`` carried it: the API streams ``{}`` for a tool with
+        no arguments that way, and some compatible servers put the whole input in ``content_block_start``."""
+        if self.streamed:
+            return None
+        arguments = json.dumps(self.initial if isinstance(self.initial, dict) else {})
+        return TextDelta(arguments) if self.output else ToolCallDelta(index, arguments_fragment=arguments)
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _object(value: Any) -> Mapping[str, Any]:
+    """``value`` if it is a JSON object; a stream that breaks the documented shapes degrades to "nothing"."""
+    return value if isinstance(value, dict) else {}
+
+
+def _string(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+_USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+
+
+def _usage_fields(usage: Mapping[str, Any]) -> dict[str, int]:
+    return {k: v for k in _USAGE_FIELDS if isinstance(v := usage.get(k), int) and not isinstance(v, bool)}
+
+
+def _usage(fields: Mapping[str, int]) -> Usage:
+    read = fields.get("cache_read_input_tokens", 0)
+    write = fields.get("cache_creation_input_tokens", 0)
     # Anthropic counts cached input apart; Usage.input_tokens counts every input token, as OpenAI does.
-    return Usage(int(usage.get("input_tokens") or 0) + read + write, 0, read, write)
+    return Usage(fields.get("input_tokens", 0) + read + write, fields.get("output_tokens", 0), read, write)
 
 
 def _blocks(turn: Turn) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for part in turn.parts:
         kind = type(part)
-        if kind is Text and part.text:
+        if kind is Text and part.text.strip():  # the API refuses empty and whitespace-only text blocks
             blocks.append({"type": "text", "text": part.text})
         elif kind is Reasoning and part.signature:
             # Only signed thinking can go back; reasoning from another provider cannot be verified.
-            blocks.append({"type": "thinking", "thinking": part.text, "signature": part.signature})
+            if part.signature.startswith(REDACTED):
+                blocks.append({"type": "redacted_thinking", "data": part.signature[len(REDACTED):]})
+            else:
+                blocks.append({"type": "thinking", "thinking": part.text, "signature": part.signature})
         elif kind is ToolCall:
             try:
                 arguments = json.loads(part.arguments or "{}")
@@ -242,12 +322,25 @@ def _blocks(turn: Turn) -> list[dict[str, Any]]:
     return blocks
 
 
+def _unsigned_tool_loop(msgs: list[dict[str, Any]]) -> bool:
+    """Whether ``msgs`` continue a tool loop whose assistant message does not open with thinking. With thinking
+    on, the API refuses that ("a final assistant message must start with a thinking block") and says to turn
+    thinking off for the request instead."""
+    if len(msgs) < 2:
+        return False
+    assistant, user = msgs[-2], msgs[-1]
+    return (assistant["role"] == "assistant" and user["content"][0]["type"] == "tool_result"
+            and assistant["content"][0]["type"] not in _THINKING)
+
+
 def messages(turns: tuple[Turn, ...]) -> tuple[str, list[dict[str, Any]]]:
     """``turns`` as the Messages API's ``system`` text and ``messages`` list.
 
     Leading system turns become ``system``; later ones (a verification report, say) become user text, since
     the API has no system role inside the conversation. Tool results go in a user message; consecutive turns
-    that land on the same role are merged, with tool results first as the API requires.
+    that land on the same role are merged. Within a message the order is the one the API requires: tool
+    results before text in a user message; thinking, then text, then tool calls in an assistant message.
+    An assistant turn with nothing but thinking is left out (the API refuses a message that ends in thinking).
     """
     system: list[str] = []
     out: list[dict[str, Any]] = []
@@ -258,12 +351,12 @@ def messages(turns: tuple[Turn, ...]) -> tuple[str, list[dict[str, Any]]]:
             continue
         role = "assistant" if turn.role is Role.ASSISTANT else "user"
         blocks = _blocks(turn)
-        if not blocks:
+        if all(block["type"] in _THINKING for block in blocks):  # also true of no blocks at all
             continue
         if out and out[-1]["role"] == role:
-            merged = out[-1]["content"] + blocks
-            merged.sort(key=lambda b: b["type"] != "tool_result")  # stable: tool results first
-            out[-1]["content"] = merged
+            out[-1]["content"].extend(blocks)
         else:
             out.append({"role": role, "content": blocks})
+    for message in out:
+        message["content"].sort(key=lambda block: _ORDER.get(block["type"], 1))  # stable
     return "\n\n".join(system), out

@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+import anyio
 import attrs
 import httpx
 
@@ -24,6 +25,9 @@ from loop.errors import (
 )
 
 BODY_EXCERPT = 2000
+# How long to keep reading after a stream's final event for the end of the body, so the connection goes back
+# to the pool for the next turn instead of being closed (the end usually arrives at once).
+DRAIN_SECONDS = 0.25
 
 
 def excerpt(text: str, limit: int = BODY_EXCERPT) -> str:
@@ -117,7 +121,8 @@ def transport_error(who: str, exc: httpx.HTTPError) -> ProviderError:
 
 @attrs.frozen
 class SSEEvent:
-    """One server-sent event: its ``event`` type (``message`` unless named), ``data``, and the line it ended on."""
+    """One server-sent event: its ``event`` type (``message`` unless named), ``data``, and the line number of
+    its (last) data line."""
 
     event: str
     data: str
@@ -128,7 +133,7 @@ class SSEEvent:
             return json.loads(self.data)
         except ValueError as exc:
             raise StreamError(
-                f"{who} sent invalid JSON in the event ending on line {self.line} of the stream "
+                f"{who} sent invalid JSON on line {self.line} of the stream "
                 f"({exc}): {excerpt(self.data, 200)!r}"
             ) from None
 
@@ -167,12 +172,13 @@ class _Lines:
 class _Events:
     """Builds events from lines (HTML Living Standard, "event stream interpretation")."""
 
-    __slots__ = ("event", "data", "number")
+    __slots__ = ("event", "data", "number", "last_data")
 
     def __init__(self) -> None:
         self.event = ""
         self.data: list[str] = []
         self.number = 0
+        self.last_data = 0
 
     def line(self, raw: str) -> SSEEvent | None:
         """The event this line completes, if it completes one."""
@@ -181,7 +187,7 @@ class _Events:
         if self.number == 1 and line.startswith("\ufeff"):
             line = line[1:]  # the standard allows one byte order mark before the first line
         if not line:
-            event = SSEEvent(self.event or "message", "\n".join(self.data), self.number) if self.data else None
+            event = SSEEvent(self.event or "message", "\n".join(self.data), self.last_data) if self.data else None
             self.event, self.data = "", []
             return event
         if line[0] == ":":
@@ -191,6 +197,7 @@ class _Events:
             value = value[1:]
         if name == "data":
             self.data.append(value)
+            self.last_data = self.number
         elif name == "event":
             self.event = value
         return None  # id, retry and unknown fields change nothing here
@@ -237,3 +244,13 @@ async def _close(source: Any) -> None:
     aclose = getattr(source, "aclose", None)
     if aclose is not None:
         await aclose()
+
+
+async def drain(events: AsyncIterator[SSEEvent]) -> None:
+    """Read what follows a stream's final event (normally only the end of the body), briefly, ignoring it."""
+    with anyio.move_on_after(DRAIN_SECONDS):
+        try:
+            async for _ in events:
+                pass
+        except httpx.HTTPError:
+            pass  # the answer is complete; the connection is simply not reused

@@ -30,14 +30,11 @@ from loop import (
     UseTool,
 )
 from loop.errors import StreamError
-from provider._http import SSEEvent, excerpt, sse_stream, status_error, transport_error
+from provider._http import SSEEvent, drain, excerpt, sse_stream, status_error, transport_error
 
 OPENAI_URL = "https://api.openai.com/v1"
 DEFAULT_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
 _FINISH = {"tool_calls": "tool_calls", "function_call": "tool_calls"}
-# How long to keep reading after ``[DONE]`` for the end of the body, so the connection goes back to the pool
-# for the next turn instead of being closed (the end usually arrives at once, right behind ``[DONE]``).
-DRAIN_SECONDS = 0.25
 
 
 class OpenAICompatible:
@@ -152,7 +149,7 @@ class OpenAICompatible:
                     if not done:
                         raise StreamError(f"{who} ended the stream without its final 'data: [DONE]' event; "
                                           "the response may be incomplete", retryable=True)
-                    await _drain(events)
+                    await drain(events)
         except httpx.HTTPError as exc:
             raise transport_error(who, exc) from exc
         if chunks.usage is not None:
@@ -161,16 +158,6 @@ class OpenAICompatible:
 
     def __repr__(self) -> str:
         return f"OpenAICompatible({self.model!r}, base_url={self.base_url!r})"
-
-
-async def _drain(events: AsyncIterator[SSEEvent]) -> None:
-    """Read what follows ``[DONE]`` (normally only the end of the body), briefly, ignoring it."""
-    with anyio.move_on_after(DRAIN_SECONDS):
-        try:
-            async for _ in events:
-                pass
-        except httpx.HTTPError:
-            pass  # the answer is complete; the connection is simply not reused
 
 
 class _Chunks:
@@ -206,7 +193,7 @@ class _Chunks:
             return self._read(chunk)
         except (AttributeError, TypeError, ValueError) as exc:
             raise StreamError(
-                f"{self.who} sent a chunk of an unexpected shape in the event ending on line {event.line} "
+                f"{self.who} sent a chunk of an unexpected shape in the event on line {event.line} "
                 f"({type(exc).__name__}: {exc}): {excerpt(event.data, 200)!r}"
             ) from None
 

@@ -251,7 +251,7 @@ async def test_invalid_json_in_a_chunk_is_a_stream_error_naming_the_line(wire: W
         seen, err = await collect_until_error(p)
     assert seen == [TextDelta("Partial")]
     assert isinstance(err, StreamError)
-    assert "invalid JSON in the event ending on line 6 of the stream" in str(err)  # its data is line 5
+    assert "invalid JSON on line 5 of the stream" in str(err)
     assert '\'{"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT"' in str(err)  # and an excerpt of it
 
 
@@ -288,7 +288,7 @@ async def test_a_chunk_of_the_wrong_shape_is_a_stream_error_naming_the_line(wire
     async with connect(wire) as p:
         seen, err = await collect_until_error(p)
     assert seen == [TextDelta("fine")]
-    assert isinstance(err, StreamError) and "unexpected shape in the event ending on line 4" in str(err)
+    assert isinstance(err, StreamError) and "unexpected shape in the event on line 3" in str(err)
 
 
 async def test_malformed_tool_arguments_become_an_error_result_and_react_goes_on(wire: WireServer) -> None:
