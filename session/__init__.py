@@ -7,6 +7,7 @@ with a ``TurnProcessor`` (see ``cognitive.new_turn_processor``) and persists eve
 
 from session._events import Interrupted, MessageFailed, MessageFinished, MessageQueued, MessageStarted, TurnStored
 from session._manager import Manager, SessionLimit, StepFactory, step_factory
+from session._openai_api import openai_app, openai_routes
 from session._session import Message, Session, SessionBusy, SessionClosed, TurnProcessor
 from session._sqlite import SQLiteStore, open_store
 from session._store import MemoryStore, Store, StoreConflict, StoreError
@@ -32,5 +33,7 @@ __all__ = [
     "TurnProcessor",
     "TurnStored",
     "open_store",
+    "openai_app",
+    "openai_routes",
     "step_factory",
 ]

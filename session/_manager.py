@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from loop import EventBus, LoopError, Provider, Step, Tool, TurnExecutor, UsageError, tracing
+from loop import EventBus, LoopError, Provider, State, Step, Tool, Turn, TurnExecutor, UsageError, tracing
 from session._session import Session, TurnProcessor
 from session._store import MemoryStore, Store, check_session_id
 
@@ -98,9 +98,10 @@ class Manager:
     def open_sessions(self) -> int:
         return len(self._sessions)
 
-    async def open(self, session_id: str | None = None) -> Session:
+    async def open(self, session_id: str | None = None, *, history: Sequence[Turn] = ()) -> Session:
         """The session with ``session_id``: already open, resumed from the store, or new. Without an id, a
-        new session with an unguessable id."""
+        new session with an unguessable id. A new session starts from ``history`` (stored first); an
+        existing one keeps its own and ignores it."""
         if self._group is None:
             raise UsageError("open sessions inside 'async with manager:'")
         if session_id is None:
@@ -113,6 +114,9 @@ class Manager:
             if len(self._sessions) >= self.max_sessions:
                 raise SessionLimit(f"{len(self._sessions)} sessions are open, the most this manager allows")
             state = await self.store.load(session_id)
+            if state is None and history:
+                await self.store.append(session_id, 0, tuple(history), {})
+                state = State(tuple(history))
             events = EventBus()
             session = Session(session_id, step=self.make_step(self.provider, events), processor=self.processor,
                               store=self.store, state=state, events=events, queue_size=self.queue_size)

@@ -41,7 +41,8 @@ PUBLIC = {
     "session": [
         "Interrupted", "Manager", "MemoryStore", "Message", "MessageFailed", "MessageFinished", "MessageQueued",
         "MessageStarted", "SQLiteStore", "Session", "SessionBusy", "SessionClosed", "SessionLimit", "StepFactory",
-        "Store", "StoreConflict", "StoreError", "TurnProcessor", "TurnStored", "open_store", "step_factory",
+        "Store", "StoreConflict", "StoreError", "TurnProcessor", "TurnStored", "open_store", "openai_app",
+        "openai_routes", "step_factory",
     ],
     "sandbox": [],
 }

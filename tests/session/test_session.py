@@ -326,3 +326,16 @@ async def test_each_session_gets_its_own_step_and_events() -> None:
     async with Manager(new_turn_processor(react_factory), provider=Function(echo_model), make_step=make) as manager:
         a, b = await manager.open(), await manager.open()
         assert a.events is buses[0] and b.events is buses[1] and buses[0] is not buses[1]
+
+
+async def test_a_new_session_can_start_from_given_history() -> None:
+    store = MemoryStore()
+    history = (State().append(Role.SYSTEM, Text("be loud")).append(Role.USER, Text("earlier"))
+               .append(Role.ASSISTANT, Text("EARLIER"))).turns
+    async with Manager(new_turn_processor(react_factory), provider=Function(echo_model), store=store) as manager:
+        session = await manager.open("h", history=history)
+        state = await session.ask("now")
+        assert [t.text for t in state] == ["be loud", "earlier", "EARLIER", "now", "NOW"]
+        await manager.close("h")
+        again = await manager.open("h", history=history[:1])  # an existing conversation keeps its own
+        assert len(again.state) == 5
