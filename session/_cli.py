@@ -93,19 +93,21 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
     provider = choose_provider(module, args.provider, say)
     store = open_store(args.store)
     manager = Manager(new_turn_processor(factory), provider=provider, store=store, make_step=step_maker(module))
-    if args.command == "chat":
-        from session._stdio import StdioConduit
-
-        conduit: Any = StdioConduit(session_id=args.session)
-    else:
-        from session._http import HTTPConduit
-
-        conduit = HTTPConduit(host=args.host, port=args.port, token=args.token,
-                              allow_no_token=args.token is None)
-        say(f"serving on http://{args.host}:{args.port} (OpenAPI at /openapi.json)")
     try:
         async with manager:
-            await conduit.serve(manager)
+            if args.command == "chat":
+                from session._stdio import StdioConduit
+
+                await StdioConduit(session_id=args.session).serve(manager)
+            else:
+                from session._http import HTTPConduit
+
+                conduit = HTTPConduit(host=args.host, port=args.port, token=args.token,
+                                      allow_no_token=args.token is None)
+                async with anyio.create_task_group() as group:
+                    url = await group.start(conduit.serve, manager)
+                    say(f"serving on {url}: sessions under /sessions, OpenAI-compatible API under /v1, "
+                        f"OpenAPI at /openapi.json{'' if args.token else ' (no token: this machine only)'}")
     finally:
         for resource in (store, provider):
             close = getattr(resource, "aclose", None)

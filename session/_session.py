@@ -254,7 +254,10 @@ class Session:
             if common == len(state) and common == len(stored) and state.meta == stored.meta:
                 return
             new = state.turns[common:]
-            await self.store.append(self.id, common, new, state.meta)
+            # A write that has started always finishes: an interrupt landing mid-write must not lose a turn
+            # whose message the caller was told was accepted.
+            with anyio.CancelScope(shield=True):
+                await self.store.append(self.id, common, new, state.meta)
             self._stored = state
             for offset, turn in enumerate(new):
                 self.events.publish(TurnStored(common + offset, turn))

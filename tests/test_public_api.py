@@ -39,10 +39,11 @@ PUBLIC = {
         "react_factory",
     ],
     "session": [
-        "Interrupted", "Manager", "MemoryStore", "Message", "MessageFailed", "MessageFinished", "MessageQueued",
-        "MessageStarted", "SQLiteStore", "Session", "SessionBusy", "SessionClosed", "SessionLimit", "StepFactory",
-        "Store", "StoreConflict", "StoreError", "TurnProcessor", "TurnStored", "open_store", "openai_app",
-        "openai_routes", "step_factory",
+        "Conduit", "EventLog", "EventReader", "EventsLost", "HTTPConduit", "Interrupted", "LoggedEvent",
+        "Manager", "MemoryStore", "Message", "MessageFailed", "MessageFinished", "MessageQueued",
+        "MessageStarted", "RateLimit", "SQLiteStore", "Session", "SessionBusy", "SessionClosed", "SessionLimit",
+        "StdioConduit", "StepFactory", "Store", "StoreConflict", "StoreError", "TurnProcessor", "TurnStored",
+        "event_to_json", "open_store", "openai_app", "openai_routes", "step_factory",
     ],
     "sandbox": [],
 }

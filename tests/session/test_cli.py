@@ -1,6 +1,7 @@
 """The command line, run as a user runs it: in a subprocess, with real signals."""
 
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -154,3 +155,40 @@ async def test_a_session_killed_mid_turn_loses_no_stored_turn_and_resumes(tmp_pa
     (result,) = resumed[4].tool_results
     assert result.is_error and "interrupted" in result.content
     assert [t.text for t in resumed if t.role is Role.USER] == ["first", "wait 60", "back again"]
+
+
+async def test_serve_answers_sessions_and_the_openai_api_then_stops_on_ctrl_c() -> None:
+    import httpx
+    import openai
+
+    child = subprocess.Popen([sys.executable, "-m", "session", "serve", "tests.session.agents:make_agent",
+                              "--port", "0", "--store", "memory://"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, cwd=ROOT, env=ENV)
+    try:
+        said = await read_until(child.stderr, "OpenAPI at /openapi.json")
+        found = re.search(r"serving on (http://127\.0\.0\.1:\d+):", said)
+        assert found, said
+        base = found.group(1)
+        async with httpx.AsyncClient(base_url=base) as http:
+            created = await http.post("/sessions")
+            assert created.status_code == 201
+            ai = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key="unused", http_client=http)
+            answer = await ai.chat.completions.create(model="agent", messages=[{"role": "user", "content": "hi"}])
+        assert answer.choices[0].message.content == "HI"
+        child.send_signal(signal.SIGINT)
+        code = await anyio.to_thread.run_sync(lambda: child.wait(timeout=30))
+        assert code in (0, 130)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        child.stderr.close()
+
+
+async def test_serve_refuses_a_public_host_without_a_token() -> None:
+    done = await anyio.to_thread.run_sync(lambda: subprocess.run(
+        [sys.executable, "-m", "session", "serve", "tests.session.agents:make_agent", "--host", "0.0.0.0",
+         "--store", "memory://"], cwd=ROOT, env={k: v for k, v in ENV.items() if k != "SESSION_TOKEN"},
+        capture_output=True, text=True, timeout=60))
+    assert done.returncode == 2
+    assert "without a token" in done.stderr and "Traceback" not in done.stderr

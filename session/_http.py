@@ -1,0 +1,393 @@
+"""``HTTPConduit``: a manager's sessions over HTTP: messages in, a resumable SSE event stream out.
+
+Routes (every one but ``/healthz`` and ``/openapi.json`` needs ``Authorization: Bearer <token>``)::
+
+    POST   /sessions                        201 {"id"}                    open a session
+    DELETE /sessions/{id}                   204                           close it (its conversation stays stored)
+    POST   /sessions/{id}/messages          202 {"message_id","position"} queue a user message {"text"}
+    POST   /sessions/{id}/interrupt         200 {"dropped"}               cancel the current message
+    GET    /sessions/{id}/turns             200 {"turns"}                 the stored conversation
+    GET    /sessions/{id}/events            200 text/event-stream         every event, resumable by Last-Event-ID
+    GET    /openapi.json, GET /healthz
+
+A session belongs to the token that opened it; to any other token it does not exist (404). Errors are JSON:
+``{"error": {"type": "...", "message": "..."}}``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import re
+import socket
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import anyio
+import anyio.abc
+import attrs
+import uvicorn
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from loop import LoopError, UsageError, tracing
+from session._openai_api import openai_routes
+from session._eventlog import EventLog, EventReader, EventsLost
+from session._events import MessageQueued
+from session._guards import ERROR_HANDLERS, BearerAuth, BodyLimit, Problem, RateLimit, RateLimited, RequestLog
+from session._manager import Manager
+from session._openapi import OPENAPI
+from session._session import Session
+from session._wire import dumps
+
+__all__ = ["HTTPConduit"]
+
+_log = tracing.logger("session.http")
+OPEN_PATHS = ("/healthz", "/openapi.json")
+_EVENT_ID = re.compile(r"[0-9]{1,18}")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (``localhost``, ``127.0.0.0/8``, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_tokens(token: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    if token is None:
+        return None
+    tokens = (token,) if isinstance(token, str) else tuple(token)
+    if not tokens:
+        raise UsageError("token must be a string or a non-empty sequence of strings")
+    for t in tokens:
+        if not (isinstance(t, str) and t and t.isprintable() and not any(c.isspace() for c in t)):
+            raise UsageError("a bearer token must be a non-empty string of printable characters without spaces")
+    return tokens
+
+
+def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(dumps(data), status, headers, media_type="application/json")
+
+
+def _frame(item: Any) -> str:
+    if isinstance(item, EventsLost):
+        return f"event: events_lost\ndata: {dumps({'type': 'events_lost', 'count': item.count})}\n\n"
+    return f"id: {item.id}\nevent: {item.type}\ndata: {item.data}\n\n"
+
+
+@attrs.define(eq=False)
+class _Owned:
+    """A session this app opened: its id, the owner (token) it belongs to, and its event log."""
+
+    id: str
+    owner: str
+    log: EventLog
+
+
+class _Api:
+    """The routes' shared state for one running app: the manager, and each session's owner and event log."""
+
+    def __init__(self, manager: Manager, group: anyio.abc.TaskGroup, *, keepalive: float, log_size: int) -> None:
+        self.manager = manager
+        self.group = group
+        self.keepalive = keepalive
+        self.log_size = log_size
+        self.sessions: dict[str, _Owned] = {}
+        self.named: dict[str, str] = {}  # sessions named through the OpenAI API's X-Session-Id, by owner
+
+    def may_use(self, request: Request, session_id: str) -> bool:
+        """Whether the request's token may use a session named through the OpenAI-compatible API: a session
+        belongs to the first token that names it, and one created through /sessions to its creator."""
+        owner = request.state.owner
+        owned = self.sessions.get(session_id)
+        if owned is not None:
+            return owned.owner == owner
+        return self.named.setdefault(session_id, owner) == owner
+
+    def close(self) -> None:
+        """End every event stream and stop recording (the app is going away)."""
+        for owned in self.sessions.values():
+            owned.log.close()
+
+    # -- helpers ------------------------------------------------------------------------------------------
+
+    def _owned(self, request: Request) -> _Owned:
+        session_id = request.path_params["id"]
+        owned = self.sessions.get(session_id)
+        if owned is None or owned.owner != request.state.owner:
+            raise Problem(404, "not_found", f"no session {session_id!r}")
+        return owned
+
+    def _open(self, owned: _Owned) -> Session | None:
+        """The session if it is open, with its log following its events (it may have been reopened)."""
+        session = self.manager.get(owned.id)
+        if session is None or session.closed:
+            return None
+        if owned.log.events is not session.events:
+            owned.log.attach(session.events)
+        return session
+
+    async def _live(self, owned: _Owned) -> Session:
+        """The session, reopened from the store if the manager closed it (e.g. when it was idle)."""
+        session = self._open(owned)
+        if session is None:
+            session = await self.manager.open(owned.id)
+            owned.log.attach(session.events)
+        return session
+
+    @staticmethod
+    async def _body(request: Request, *, required: bool) -> dict[str, Any]:
+        raw = await request.body()
+        if not raw.strip():
+            if required:
+                raise Problem(400, "bad_json", "the request body is empty; send a JSON object")
+            return {}
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise Problem(400, "bad_json", f"the request body is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise Problem(422, "invalid_request", f"the request body must be a JSON object, not {type(data).__name__}")
+        return data
+
+    # -- routes -------------------------------------------------------------------------------------------
+
+    async def healthz(self, request: Request) -> Response:
+        return _json({"status": "ok"})
+
+    async def openapi(self, request: Request) -> Response:
+        return _json(OPENAPI)
+
+    async def create(self, request: Request) -> Response:
+        session = await self.manager.open()
+        log = EventLog(session.events, size=self.log_size)
+        self.sessions[session.id] = _Owned(session.id, request.state.owner, log)
+        self.group.start_soon(log.run)
+        return _json({"id": session.id}, 201, {"location": f"/sessions/{session.id}"})
+
+    async def delete(self, request: Request) -> Response:
+        owned = self._owned(request)
+        del self.sessions[owned.id]
+        await self.manager.close(owned.id)
+        owned.log.close()
+        return Response(status_code=204)
+
+    async def message(self, request: Request) -> Response:
+        owned = self._owned(request)
+        data = await self._body(request, required=True)
+        text = data.get("text")
+        if not isinstance(text, str) or not text.strip():
+            got = "missing" if "text" not in data else f"{type(text).__name__} {text!r}"[:80]
+            raise Problem(422, "invalid_message", f"'text' must be a non-empty string; got {got}")
+        session = await self._live(owned)
+        # The queue position is only published, so read it off the bus around the (synchronous) send.
+        with session.events.subscribe(buffer=None) as probe:
+            message_id = session.send(text)
+            queued = [e for e in probe.drain() if isinstance(e, MessageQueued) and e.message_id == message_id]
+        return _json({"message_id": message_id, "position": queued[0].position if queued else 0}, 202)
+
+    async def interrupt(self, request: Request) -> Response:
+        owned = self._owned(request)
+        data = await self._body(request, required=False)
+        drop = data.get("drop_queued", True)
+        if not isinstance(drop, bool):
+            raise Problem(422, "invalid_request", f"'drop_queued' must be true or false, got {drop!r}"[:200])
+        session = self._open(owned)
+        dropped = 0 if session is None else session.interrupt(drop_queued=drop)
+        return _json({"dropped": dropped})
+
+    async def turns(self, request: Request) -> Response:
+        owned = self._owned(request)
+        session = self._open(owned)
+        state = session.state if session is not None else await self.manager.store.load(owned.id)
+        return _json({"id": owned.id, "turns": [] if state is None else [t.to_dict() for t in state]})
+
+    async def events(self, request: Request) -> Response:
+        owned = self._owned(request)
+        if request.method == "HEAD":  # Starlette adds HEAD to GET routes; an endless body makes no sense for it
+            return Response(media_type="text/event-stream")
+        # The header wins: a browser reconnects to the same URL (with its old ?after=) plus a newer header.
+        raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
+        if not _EVENT_ID.fullmatch(raw.strip()):
+            raise Problem(400, "bad_event_id", f"Last-Event-ID / ?after= must be an event id (0 or more), got {raw!r}")
+        self._open(owned)
+        reader = owned.log.reader(int(raw.strip()))
+        return StreamingResponse(self._stream(reader), media_type="text/event-stream",
+                                 headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+
+    async def _stream(self, reader: EventReader) -> AsyncIterator[str]:
+        while True:
+            for item in reader.pending():
+                yield _frame(item)
+            if reader.done:
+                return
+            with anyio.move_on_after(self.keepalive) as waited:
+                await reader.wait()
+            if waited.cancelled_caught:
+                yield ": keep-alive\n\n"
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, stopped by cancelling ``HTTPConduit.serve`` rather than by the process's signals."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Any:
+        yield
+
+
+class HTTPConduit:
+    """Serves a manager's sessions over HTTP (see the module docstring for the routes).
+
+    ``token`` is the bearer token clients must send (or several, one per client: each sees only its own
+    sessions). Without one the conduit is refused unless ``allow_no_token`` and ``host`` is a loopback
+    address. Request bodies over ``max_body_bytes`` get 413; POSTs beyond ``rate_limit`` per token get 429
+    (``None``: no limit). The event stream sends a keep-alive comment after ``keepalive`` quiet seconds and
+    keeps the last ``event_log_size`` events of each session for clients that resume. Unless
+    ``openai_model`` is ``None``, the same server answers the OpenAI-compatible ``/v1/chat/completions`` and
+    ``/v1/models`` (listing that model name) behind the same token.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        token: str | Sequence[str] | None = None,
+        allow_no_token: bool = False,
+        max_body_bytes: int = 1_000_000,
+        rate_limit: RateLimit | None = RateLimit(),
+        keepalive: float = 15.0,
+        event_log_size: int = 10_000,
+        shutdown_timeout: float = 5.0,
+        openai_model: str | None = "agent",
+    ) -> None:
+        self.tokens = _check_tokens(token)
+        if not isinstance(host, str) or not host:
+            raise UsageError(f"host must be a host name or address, got {host!r}")
+        if self.tokens is None and not allow_no_token:
+            raise UsageError("HTTPConduit needs a bearer token (token=...); to serve this machine only without one, "
+                             "pass allow_no_token=True with a loopback host")
+        if self.tokens is None and not is_loopback(host):
+            raise UsageError(f"refusing to serve {host!r} without a token: anyone who can reach it could use "
+                             "every session; pass token=... or serve a loopback host (127.0.0.1)")
+        if not (isinstance(port, int) and not isinstance(port, bool) and 0 <= port <= 65535):
+            raise UsageError(f"port must be 0..65535 (0: any free port), got {port!r}")
+        if not (isinstance(max_body_bytes, int) and max_body_bytes > 0):
+            raise UsageError(f"max_body_bytes must be a positive integer, got {max_body_bytes!r}")
+        if rate_limit is not None and not isinstance(rate_limit, RateLimit):
+            raise UsageError(f"rate_limit must be a RateLimit or None, got {rate_limit!r}")
+        for name, value in (("keepalive", keepalive), ("shutdown_timeout", shutdown_timeout)):
+            if not (isinstance(value, (int, float)) and value > 0):
+                raise UsageError(f"{name} must be a positive number of seconds, got {value!r}")
+        if not (isinstance(event_log_size, int) and event_log_size >= 1):
+            raise UsageError(f"event_log_size must be a positive integer, got {event_log_size!r}")
+        self.host, self.port = host, port
+        self.max_body_bytes = max_body_bytes
+        self.rate_limit = rate_limit
+        self.keepalive = float(keepalive)
+        self.event_log_size = event_log_size
+        self.shutdown_timeout = float(shutdown_timeout)
+        if openai_model is not None and (not isinstance(openai_model, str) or not openai_model.strip()):
+            raise UsageError(f"openai_model must be a model name or None, got {openai_model!r}")
+        self.openai_model = openai_model
+
+    @contextlib.asynccontextmanager
+    async def _running(self, manager: Manager) -> AsyncIterator[tuple[Starlette, _Api]]:
+        if not isinstance(manager, Manager):
+            raise UsageError(f"HTTPConduit serves a session Manager, got {manager!r}")
+        async with anyio.create_task_group() as group:
+            api = _Api(manager, group, keepalive=self.keepalive, log_size=self.event_log_size)
+            try:
+                yield self._starlette(api), api
+            finally:
+                api.close()
+
+    @contextlib.asynccontextmanager
+    async def app(self, manager: Manager) -> AsyncIterator[Starlette]:
+        """The ASGI app for ``manager``, running for the body of the ``async with``; on exit every event
+        stream ends. Use it with any ASGI server, or with ``httpx.ASGITransport`` in tests."""
+        async with self._running(manager) as (app, _):
+            yield app
+
+    def _starlette(self, api: _Api) -> Starlette:
+        session = "/sessions/{id}"
+        routes = [
+            Route("/healthz", api.healthz, methods=["GET"]),
+            Route("/openapi.json", api.openapi, methods=["GET"]),
+            Route("/sessions", api.create, methods=["POST"]),
+            Route(session, api.delete, methods=["DELETE"]),
+            Route(f"{session}/messages", api.message, methods=["POST"]),
+            Route(f"{session}/interrupt", api.interrupt, methods=["POST"]),
+            Route(f"{session}/turns", api.turns, methods=["GET"]),
+            Route(f"{session}/events", api.events, methods=["GET"]),
+        ]
+        if self.openai_model is not None:
+            routes += openai_routes(api.manager, model_name=self.openai_model, session_access=api.may_use,
+                                    max_body_bytes=self.max_body_bytes, keepalive=self.keepalive)
+        middleware = [Middleware(RequestLog), Middleware(BearerAuth, tokens=self.tokens, open_paths=OPEN_PATHS)]
+        if self.rate_limit is not None:
+            middleware.append(Middleware(RateLimited, limit=self.rate_limit))
+        middleware.append(Middleware(BodyLimit, max_bytes=self.max_body_bytes))
+        return Starlette(routes=routes, middleware=middleware, exception_handlers=ERROR_HANDLERS)
+
+    def _listen(self) -> socket.socket:
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host.strip("[]"), self.port))
+            sock.setblocking(False)
+        except OSError as exc:
+            sock.close()
+            raise UsageError(f"cannot listen on {self.host}:{self.port}: {exc}") from exc
+        return sock
+
+    async def serve(self, manager: Manager, *, task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED
+                    ) -> None:
+        """Serve ``manager`` with uvicorn until cancelled (asyncio only). With ``await group.start(conduit.serve,
+        manager)`` the caller gets the server's URL once it accepts connections (useful with ``port=0``).
+
+        On cancellation it stops accepting, ends every event stream, lets requests in flight finish (for up
+        to ``shutdown_timeout`` seconds) and re-raises. Sessions and their turns are the manager's: they go on.
+        """
+        sock = self._listen()
+        port = sock.getsockname()[1]
+        url = f"http://[{self.host.strip('[]')}]:{port}" if ":" in self.host else f"http://{self.host}:{port}"
+        try:
+            async with self._running(manager) as (app, api):
+                config = uvicorn.Config(app, lifespan="off", log_config=None, access_log=False, ws="none",
+                                        server_header=False, timeout_graceful_shutdown=self.shutdown_timeout)
+                server = _Server(config)
+                stopped = anyio.Event()
+
+                async def run() -> None:
+                    with anyio.CancelScope(shield=True):  # uvicorn stops by should_exit, below
+                        try:
+                            await server.serve(sockets=[sock])
+                        finally:
+                            stopped.set()
+
+                async with anyio.create_task_group() as group:
+                    group.start_soon(run)
+                    try:
+                        while not (server.started or stopped.is_set()):
+                            await anyio.sleep(0.005)
+                        if not server.started:
+                            raise LoopError(f"the HTTP server on {url} stopped while starting")
+                        _log.info("serving", url=url)
+                        task_status.started(url)
+                        await stopped.wait()
+                    finally:
+                        api.close()  # event streams end, so uvicorn need not wait for them
+                        server.should_exit = True
+        finally:
+            sock.close()
+            _log.info("stopped serving", url=url)

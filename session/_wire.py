@@ -1,0 +1,118 @@
+"""The JSON form of every event a session publishes, for conduits that send events over a wire.
+
+Each event becomes a plain dict with a snake_case ``"type"``; turns use ``Turn.to_dict()`` and parts the same
+tagged form. Exceptions are never sent as objects, only as ``{"type": name, "message": text}``. An object this
+module does not know becomes ``{"type": "unknown", "repr": ...}``, so a new event never breaks a stream.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from loop import (
+    EventsDropped,
+    Finish,
+    Part,
+    Reasoning,
+    ReasoningDelta,
+    Text,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolFinished,
+    ToolResult,
+    ToolStarted,
+    TurnCompleted,
+    TurnFailed,
+    TurnStarted,
+    Usage,
+    UsageDelta,
+)
+from session._events import Interrupted, MessageFailed, MessageFinished, MessageQueued, MessageStarted, TurnStored
+
+__all__ = ["dumps", "event_to_json", "part_to_json"]
+
+_MAX_REPR = 2000
+_PART_TAGS: dict[type, str] = {
+    Text: "text",
+    Reasoning: "reasoning",
+    ToolCall: "tool_call",
+    ToolResult: "tool_result",
+    Usage: "usage",
+}
+
+
+def part_to_json(part: Part) -> dict[str, Any]:
+    """A part as ``Turn.to_dict`` writes it: its fields and a ``"type"`` tag."""
+    return {"type": _PART_TAGS[type(part)], **attrs.asdict(part, recurse=False)}
+
+
+def _error(error: BaseException) -> dict[str, str]:
+    return {"type": type(error).__name__, "message": str(error)}
+
+
+def _message_finished(e: MessageFinished) -> dict[str, Any]:
+    # "ok" spells the outcome out so that a client reading only one field never mistakes degraded for success.
+    return {"message_id": e.message_id, "answer": e.answer, "ok": not e.degraded, "degraded": e.degraded,
+            "reason": e.reason}
+
+
+_ENCODERS: dict[type, tuple[str, Callable[[Any], dict[str, Any]]]] = {
+    TextDelta: ("text_delta", lambda e: {"text": e.text}),
+    ReasoningDelta: ("reasoning_delta", lambda e: {"text": e.text, "signature": e.signature}),
+    ToolCallDelta: ("tool_call_delta", lambda e: {"index": e.index, "id": e.id, "name": e.name,
+                                                  "arguments_fragment": e.arguments_fragment}),
+    UsageDelta: ("usage_delta", lambda e: {"usage": part_to_json(e.usage)}),
+    Finish: ("finish", lambda e: {"reason": e.reason}),
+    TurnStarted: ("turn_started", lambda e: {"index": e.index}),
+    TurnCompleted: ("turn_completed", lambda e: {"turn": e.turn.to_dict()}),
+    TurnFailed: ("turn_failed", lambda e: {"error": _error(e.error)}),
+    ToolStarted: ("tool_started", lambda e: {"call": part_to_json(e.call)}),
+    ToolFinished: ("tool_finished", lambda e: {"call": part_to_json(e.call), "result": part_to_json(e.result),
+                                               "seconds": e.seconds}),
+    EventsDropped: ("events_dropped", lambda e: {"count": e.count}),
+    MessageQueued: ("message_queued", lambda e: {"message_id": e.message_id, "position": e.position}),
+    MessageStarted: ("message_started", lambda e: {"message_id": e.message_id}),
+    MessageFinished: ("message_finished", _message_finished),
+    MessageFailed: ("message_failed", lambda e: {"message_id": e.message_id,
+                                                 "error": {"type": e.kind, "message": e.error}}),
+    Interrupted: ("interrupted", lambda e: {"message_id": e.message_id, "dropped": e.dropped}),
+    TurnStored: ("turn_stored", lambda e: {"index": e.index, "turn": e.turn.to_dict()}),
+}
+
+
+def _unknown(event: Any) -> dict[str, Any]:
+    try:
+        text = repr(event)
+    except Exception as exc:  # a broken __repr__ must not break the stream
+        text = f"<{type(event).__name__} (repr failed: {type(exc).__name__})>"
+    return {"type": "unknown", "repr": text[:_MAX_REPR]}
+
+
+def event_to_json(event: Any) -> dict[str, Any]:
+    """The JSON-ready dict for ``event``: ``{"type": "text_delta", "text": ...}`` and so on.
+
+    Subclasses of a known event encode as that event; anything else as ``{"type": "unknown", "repr": ...}``.
+    """
+    for cls in type(event).__mro__:
+        found = _ENCODERS.get(cls)
+        if found is not None:
+            name, encode = found
+            try:
+                return {"type": name, **encode(event)}
+            except Exception:  # e.g. a part of an unknown type inside a turn
+                return _unknown(event)
+    return _unknown(event)
+
+
+def _fallback(value: Any) -> str:
+    return repr(value)[:_MAX_REPR]
+
+
+def dumps(data: Any) -> str:
+    """``data`` as one line of JSON text; values JSON cannot hold (odd meta) are sent as their repr."""
+    return json.dumps(data, ensure_ascii=False, default=_fallback)
