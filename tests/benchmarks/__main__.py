@@ -20,6 +20,10 @@ import time
 import traceback
 from collections.abc import Callable
 
+import logging
+
+import structlog
+
 from loop import tracing
 from tests.benchmarks import bench_session, bench_state, bench_tools, bench_turn, bench_verify, bench_wire
 from tests.benchmarks._harness import Figure, render_table
@@ -76,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown benchmark(s) {unknown}; choose from {list(BENCHMARKS)}")
 
+    # Request logs and the like would drown the table; warnings still show.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     print("\n".join(environment()))
     print(f"mode:     {'quick (tiny sizes; figures are not meaningful)' if args.quick else 'full'}\n")
     figures: list[Figure] = []

@@ -5,6 +5,10 @@ ideal total is 5 x 50 ms = 250 ms however many sessions run. The figure is the w
 message sent to the last answer stored (memory store, one ``SingleShot`` turn per message), against that ideal
 (target <= 1.5x on 2 cores) and against a bare baseline measured in the same run: the same number of anyio
 tasks each sleeping 50 ms five times. Peak memory per session comes from a separate run under tracemalloc.
+
+Over HTTP (``HTTPConduit`` served by uvicorn on 127.0.0.1, a model that answers at once): p50/p99 latency
+from posting a message to its first event on the session's SSE stream, and to its first text delta, against
+the p50 of a plain ``GET /healthz`` round trip on the same server.
 """
 
 from __future__ import annotations
@@ -15,11 +19,12 @@ import tracemalloc
 from typing import Any
 
 import anyio
+import httpx
 
 from cognitive import SingleShot, new_turn_processor
 from loop import Request
 from provider import Function
-from session import Manager, MemoryStore, MessageFailed, MessageFinished
+from session import HTTPConduit, Manager, MemoryStore, MessageFailed, MessageFinished
 from tests.benchmarks._harness import Figure, median
 
 REPLY_SECONDS = 0.05
@@ -88,6 +93,47 @@ def _peak_bytes(fn: Any, count: int, messages: int) -> float:
     return peak
 
 
+def _percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+async def _http_latency(messages: int) -> dict[str, list[float]]:
+    """Seconds from POST to the message's first SSE event and first text delta; and healthz round trips."""
+    manager = Manager(new_turn_processor(SingleShot), provider=Function(lambda r: "a quick answer"),
+                      store=MemoryStore())
+    conduit = HTTPConduit(host="127.0.0.1", port=0, token="bench", rate_limit=None)
+    found: dict[str, list[float]] = {"first_event": [], "first_text": [], "healthz": []}
+    async with manager, anyio.create_task_group() as group:
+        url = await group.start(conduit.serve, manager)
+        async with httpx.AsyncClient(base_url=url, headers={"authorization": "Bearer bench"}, timeout=10) as http:
+            session_id = (await http.post("/sessions")).json()["id"]
+            async with http.stream("GET", f"/sessions/{session_id}/events") as stream:
+                lines = stream.aiter_lines()
+                for _ in range(messages):
+                    started = time.perf_counter()
+                    await http.post(f"/sessions/{session_id}/messages", json={"text": "hi"})
+                    first_event = first_text = None
+                    async for line in lines:
+                        if not line.startswith("event:"):
+                            continue
+                        kind = line.split(":", 1)[1].strip()
+                        now = time.perf_counter() - started
+                        first_event = now if first_event is None else first_event
+                        if kind == "text_delta" and first_text is None:
+                            first_text = now
+                        if kind in ("message_finished", "message_failed"):
+                            break
+                    found["first_event"].append(first_event or float("nan"))
+                    found["first_text"].append(first_text or float("nan"))
+            for _ in range(messages):
+                started = time.perf_counter()
+                await http.get("/healthz")
+                found["healthz"].append(time.perf_counter() - started)
+        group.cancel_scope.cancel()
+    return found
+
+
 def run(quick: bool = False) -> list[Figure]:
     count, messages, repeats = (50, 2, 1) if quick else (1000, 5, 3)
     ideal = messages * REPLY_SECONDS
@@ -100,6 +146,15 @@ def run(quick: bool = False) -> list[Figure]:
     total, baseline = median(framework), median(bare)
     per_session = _peak_bytes(_sessions, count, messages) / count
     per_task = _peak_bytes(_bare, count, messages) / count
+    latency = anyio.run(_http_latency, 20 if quick else 300)
+    healthz = median(latency["healthz"]) * 1000
+    http_rows = [
+        Figure("(s) http", f"POST message -> first SSE event, {label}", _percentile(latency[key], q) * 1000, "ms",
+               healthz, "GET /healthz p50", target_text="-",
+               notes=(f"{len(latency[key])} messages, one at a time, over uvicorn on 127.0.0.1",) if q == 0.5 else ())
+        for key, name in (("first_event", "event"), ("first_text", "text"))
+        for q, label in ((0.5, f"p50 ({name})"), (0.99, f"p99 ({name})"))
+    ]
     return [
         Figure("(s) sessions", f"{count:,} sessions x {messages} messages, 50 ms replies", total * 1000, "ms",
                ideal * 1000, f"ideal ({messages} x 50 ms)", high=TARGET_RATIO, on_ratio=True,
@@ -110,4 +165,5 @@ def run(quick: bool = False) -> list[Figure]:
                "bare task doing the sleeps", target_text="-", notes=(
                    f"tracemalloc peak over a separate run of the same load: {per_session * count / 2**20:.1f} "
                    f"MiB for {count:,} sessions with {messages} messages each (memory store included)",)),
+        *http_rows,
     ]
