@@ -9,6 +9,7 @@ Routes (every one but ``/healthz`` and ``/openapi.json`` needs ``Authorization: 
     GET    /sessions/{id}/turns             200 {"turns"}                 the stored conversation
     GET    /sessions/{id}/events            200 text/event-stream         every event, resumable by Last-Event-ID
     GET    /openapi.json, GET /healthz
+    POST   /v1/chat/completions, GET /v1/models    the OpenAI-compatible API (see ``session._openai_api``)
 
 A session belongs to the token that opened it; to any other token it does not exist (404). Errors are JSON:
 ``{"error": {"type": "...", "message": "..."}}``.
@@ -35,11 +36,11 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from loop import LoopError, UsageError, tracing
-from session._openai_api import openai_routes
 from session._eventlog import EventLog, EventReader, EventsLost
 from session._events import MessageQueued
 from session._guards import ERROR_HANDLERS, BearerAuth, BodyLimit, Problem, RateLimit, RateLimited, RequestLog
 from session._manager import Manager
+from session._openai_api import openai_routes
 from session._openapi import OPENAPI
 from session._session import Session
 from session._wire import dumps

@@ -37,7 +37,7 @@ class Errors(logging.Handler):
 @contextmanager
 def serving(manager: Manager) -> Iterator[tuple[str, Errors]]:
     """Runs ``openai_app(manager)`` on a pre-bound loopback socket in a thread; its lifespan enters the manager."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     config = uvicorn.Config(openai_app(manager, token=TOKEN), lifespan="on", log_level="error", access_log=False,
