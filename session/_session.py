@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -248,12 +249,15 @@ class Session:
 
     async def _persist(self, state: State) -> None:
         """Write what ``state`` adds to the stored conversation; a branch rewinds to where it forked."""
+        if state is self._stored:
+            return  # the common case after a processor returns: everything is stored already
         async with self._write_lock:
             stored = self._stored
             common = state.common_prefix(stored)
-            if common == len(state) and common == len(stored) and state.meta == stored.meta:
+            if common == len(state) == len(stored) and state.meta == stored.meta:
                 return
-            new = state.turns[common:]
+            new = list(itertools.islice(state.reversed(), len(state) - common))
+            new.reverse()
             # A write that has started always finishes: an interrupt landing mid-write must not lose a turn
             # whose message the caller was told was accepted.
             with anyio.CancelScope(shield=True):
