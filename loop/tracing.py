@@ -10,10 +10,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import logging
+import sys
+from typing import TextIO
+
 import structlog
 from opentelemetry import trace
 
-__all__ = ["NOOP_SPAN", "configure", "current_tracer", "enabled", "logger", "span", "start"]
+__all__ = ["NOOP_SPAN", "configure", "configure_logging", "current_tracer", "enabled", "logger", "span", "start"]
 
 _NAME = "cognitive-loop"
 _NOOP_PROVIDERS = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
@@ -106,3 +110,18 @@ def span(name: str, attributes: Mapping[str, Any] | None = None) -> Any:
 def logger(name: str) -> Any:
     """A structlog logger named ``name``; configure structlog in the application to route and render it."""
     return structlog.get_logger(name)
+
+
+def configure_logging(*, level: str = "info", json: bool = False, stream: TextIO | None = None) -> None:
+    """Set structlog up for an application: ``level`` and above, key=value (or JSON) lines, on ``stream``
+    (standard error by default, so logs never mix with a chat or a protocol on standard output)."""
+    number = logging.getLevelName(level.upper())
+    if not isinstance(number, int):
+        raise ValueError(f"unknown log level {level!r}; use debug, info, warning or error")
+    renderer: Any = structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
+    structlog.configure(
+        processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"), renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(number),
+        logger_factory=structlog.PrintLoggerFactory(stream or sys.stderr),
+        cache_logger_on_first_use=False,
+    )

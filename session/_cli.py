@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
-import structlog
 
-from loop import LoopError, Provider, UsageError
+from loop import LoopError, Provider, UsageError, tracing
 from session._manager import Manager, StepFactory, step_factory
 from session._sqlite import open_store
 
@@ -76,16 +74,6 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def configure_logging(json_logs: bool) -> None:
-    """Warnings and errors on stderr, so they never mix with the chat or a protocol on stdout."""
-    renderer: Any = structlog.processors.JSONRenderer() if json_logs else structlog.dev.ConsoleRenderer(colors=False)
-    structlog.configure(
-        processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"), renderer],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-    )
-
-
 async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
     from cognitive import new_turn_processor
 
@@ -118,7 +106,9 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    configure_logging(json_logs=args.command == "serve" and not sys.stderr.isatty())
+    # Warnings and errors on stderr, so they never mix with the chat; a server also logs its requests.
+    tracing.configure_logging(level="info" if args.command == "serve" else "warning",
+                              json=args.command == "serve" and not sys.stderr.isatty())
 
     def say(text: str) -> None:
         print(text, file=sys.stderr, flush=True)

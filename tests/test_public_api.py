@@ -25,7 +25,7 @@ PUBLIC = {
         "ProviderError", "ProviderTimeout", "ProviderUnreachable", "RateLimitError", "ScriptExhausted",
         "ServerError", "StreamError", "UsageError", "VerificationError", "VerificationFailed",
     ],
-    "loop.tracing": ["NOOP_SPAN", "configure", "current_tracer", "enabled", "logger", "span", "start"],
+    "loop.tracing": ["NOOP_SPAN", "configure", "configure_logging", "current_tracer", "enabled", "logger", "span", "start"],
     "provider": [
         "Anthropic", "CassetteMismatch", "Function", "OpenAICompatible", "Recording", "Replay", "Reply",
         "ReplyFunction", "Retry", "Scripted", "from_spec", "tool_call",
