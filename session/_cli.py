@@ -59,7 +59,8 @@ def step_maker(module: Any) -> StepFactory:
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m session", description="Chat with or serve a composed agent.")
     commands = top.add_subparsers(dest="command", required=True)
-    for name, text in (("chat", "chat in this terminal"), ("serve", "serve over HTTP (sessions, SSE, OpenAI API)")):
+    for name, text in (("chat", "chat in this terminal"), ("serve", "serve over HTTP (sessions, SSE, OpenAI API)"),
+                       ("mcp", "serve as an MCP server: stdio, or streamable HTTP with --http")):
         cmd = commands.add_parser(name, help=text)
         cmd.add_argument("factory", metavar="MODULE:FACTORY", help="a callable: TurnExecutor -> Pattern")
         cmd.add_argument("--provider", help="openai:MODEL, anthropic:MODEL or openai-compatible:MODEL@URL")
@@ -71,6 +72,10 @@ def parser() -> argparse.ArgumentParser:
             cmd.add_argument("--port", type=int, default=8000)
             cmd.add_argument("--token", default=os.environ.get("SESSION_TOKEN"),
                              help="bearer token clients must send (default: $SESSION_TOKEN)")
+        if name == "mcp":
+            cmd.add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp instead of stdio")
+            cmd.add_argument("--tool", default="ask", help="the name of the agent's tool (default: ask)")
+            cmd.add_argument("--description", help="what the tool does, as clients and their models are told")
     return top
 
 
@@ -87,6 +92,14 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
                 from session._stdio import StdioConduit
 
                 await StdioConduit(session_id=args.session).serve(manager)
+            elif args.command == "mcp":
+                from session._mcp_conduit import DESCRIPTION, MCPConduit
+
+                mcp = MCPConduit(transport="http" if args.http else "stdio", tool=args.tool,
+                                 description=args.description or DESCRIPTION, host=args.host, port=args.port,
+                                 token=args.token, allow_no_token=args.token is None)
+                async with anyio.create_task_group() as group:
+                    say(f"serving the agent as MCP tool {args.tool!r} on {await group.start(mcp.serve, manager)}")
             else:
                 from session._http import HTTPConduit
 
@@ -107,7 +120,7 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     # Warnings and errors on stderr, so they never mix with the chat; a server also logs its requests.
-    tracing.configure_logging(level="info" if args.command == "serve" else "warning",
+    tracing.configure_logging(level="info" if args.command != "chat" else "warning",
                               json=args.command == "serve" and not sys.stderr.isatty())
 
     def say(text: str) -> None:

@@ -40,10 +40,12 @@ PUBLIC = {
     ],
     "session": [
         "Conduit", "EventLog", "EventReader", "EventsLost", "HTTPConduit", "Interrupted", "LoggedEvent",
-        "Manager", "MemoryStore", "Message", "MessageFailed", "MessageFinished", "MessageQueued",
-        "MessageStarted", "RateLimit", "SQLiteStore", "Session", "SessionBusy", "SessionClosed", "SessionLimit",
-        "StdioConduit", "StepFactory", "Store", "StoreConflict", "StoreError", "TurnProcessor", "TurnStored",
-        "event_to_json", "open_store", "openai_app", "openai_routes", "step_factory",
+        "MCPConduit", "MCPConnectionError", "MCPHTTPServer", "MCPServer", "MCPStdioServer", "MCPTool",
+        "MCPToolError", "MCPTools", "Manager", "MemoryStore", "Message", "MessageFailed", "MessageFinished",
+        "MessageQueued", "MessageStarted", "RateLimit", "SQLiteStore", "Session", "SessionBusy",
+        "SessionClosed", "SessionLimit", "StdioConduit", "StepFactory", "Store", "StoreConflict", "StoreError",
+        "TurnProcessor", "TurnStored", "event_to_json", "open_store", "openai_app", "openai_routes",
+        "step_factory",
     ],
     "sandbox": [],
 }

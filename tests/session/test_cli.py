@@ -192,3 +192,18 @@ async def test_serve_refuses_a_public_host_without_a_token() -> None:
         capture_output=True, text=True, timeout=60))
     assert done.returncode == 2
     assert "without a token" in done.stderr and "Traceback" not in done.stderr
+
+
+async def test_mcp_serves_the_agent_as_a_tool_over_stdio() -> None:
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(command=sys.executable, cwd=str(ROOT), env={**ENV},
+                                   args=["-m", "session", "mcp", "tests.session.agents:make_agent",
+                                         "--store", "memory://", "--tool", "shout"])
+    with anyio.fail_after(60):
+        async with Client(params) as client:
+            tools = await client.list_tools()
+            assert [t.name for t in tools.tools] == ["shout"]
+            result = await client.call_tool("shout", {"message": "quiet please"})
+    assert not result.is_error
+    assert "QUIET PLEASE" in result.content[0].text

@@ -1,0 +1,273 @@
+"""``MCPConduit``: a manager's agent served as an MCP server, so any MCP client (or another agent) can use it.
+
+The server has one tool (``ask`` unless named otherwise) taking ``{"message": "..."}``. Each call is one new
+conversation: a session is opened, the message is asked, and the answer comes back as the tool's text. While
+the agent works, a client that sent a progress token gets a progress notification per completed model turn and
+per finished tool call. An agent that fails, or whose run was stopped by a budget or cap (a degraded run),
+answers with an MCP tool error (``isError``) carrying the message, since a degraded run is never a success.
+A client cancelling its call interrupts the agent.
+
+Over stdio the protocol owns stdout: while serving, the SDK points file descriptor 1 at stderr, so stray
+prints and logs cannot corrupt it (the command line also sends structlog to stderr). Over streamable HTTP it
+serves ``path`` (``/mcp``) with uvicorn and, like ``HTTPConduit``, requires a bearer token unless told
+otherwise on a loopback host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import ipaddress
+import socket
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Literal
+
+import anyio
+import anyio.abc
+import mcp_types as types
+import uvicorn
+from mcp.server import Server
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+
+from loop import LoopError, Role, State, ToolFinished, TurnCompleted, UsageError, tracing
+from session._manager import Manager
+from session._session import Session
+
+_log = tracing.logger("session.mcp")
+DESCRIPTION = ("Ask an AI agent. Send a complete, self-contained request in 'message'; the agent works on it "
+               "(it may use its own tools) and answers in text. Each call is a new conversation.")
+Report = Callable[[float, "float | None", "str | None"], Awaitable[None]]
+
+
+class MCPConduit:
+    """Serves a manager's agent over MCP: ``transport="stdio"`` (default) or ``"http"`` (streamable HTTP).
+
+    ``tool`` and ``description`` are the tool's name and what clients (and their models) are told about it;
+    ``name`` is the server's name. HTTP settings: ``host``, ``port`` (0: any free port), ``path``, ``token``
+    (the bearer token clients must send; without one the conduit is refused unless ``allow_no_token`` and
+    ``host`` is a loopback address) and ``shutdown_timeout`` (seconds requests in flight get on shutdown).
+    """
+
+    def __init__(
+        self,
+        *,
+        transport: Literal["stdio", "http"] = "stdio",
+        tool: str = "ask",
+        description: str = DESCRIPTION,
+        name: str = "agent",
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        path: str = "/mcp",
+        token: str | None = None,
+        allow_no_token: bool = False,
+        shutdown_timeout: float = 5.0,
+    ) -> None:
+        if transport not in ("stdio", "http"):
+            raise UsageError(f"transport must be 'stdio' or 'http', got {transport!r}")
+        for what, value in (("tool", tool), ("name", name)):
+            if not isinstance(value, str) or not value or not all(c.isalnum() or c in "_-." for c in value):
+                raise UsageError(f"{what} must be letters, digits, '_', '-' or '.', got {value!r}")
+        if not isinstance(description, str) or not description.strip():
+            raise UsageError("description must be a non-empty string: it tells clients what the tool does")
+        if transport == "http":
+            if token is not None and (not isinstance(token, str) or not token or any(c.isspace() for c in token)):
+                raise UsageError("token must be a non-empty string without spaces")
+            if token is None and not allow_no_token:
+                raise UsageError("MCPConduit over HTTP needs a bearer token (token=...); to serve this machine only "
+                                 "without one, pass allow_no_token=True with a loopback host")
+            if token is None and not _is_loopback(host):
+                raise UsageError(f"refusing to serve {host!r} without a token; pass token=... or use 127.0.0.1")
+            if not (isinstance(port, int) and not isinstance(port, bool) and 0 <= port <= 65535):
+                raise UsageError(f"port must be 0..65535 (0: any free port), got {port!r}")
+            if not isinstance(path, str) or not path.startswith("/"):
+                raise UsageError(f"path must start with '/', got {path!r}")
+            if not (isinstance(shutdown_timeout, (int, float)) and shutdown_timeout > 0):
+                raise UsageError(f"shutdown_timeout must be a positive number of seconds, got {shutdown_timeout!r}")
+        self.transport = transport
+        self.tool, self.description, self.name = tool, description, name
+        self.host, self.port, self.path = host, port, path
+        self.token = token
+        self.shutdown_timeout = float(shutdown_timeout)
+
+    def server(self, manager: Manager) -> Server:
+        """The MCP server (the SDK's low-level ``Server``) answering for ``manager``; ``serve`` runs it, and
+        ``mcp.Client(conduit.server(manager))`` talks to it in-process. The manager must be running."""
+        if not isinstance(manager, Manager):
+            raise UsageError(f"MCPConduit serves a session Manager, got {manager!r}")
+        agent = _AgentTool(manager, self.tool, self.description)
+        return Server(self.name, version="0.1.0", on_list_tools=agent.list_tools, on_call_tool=agent.call_tool)
+
+    async def serve(self, manager: Manager, *, task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED
+                    ) -> None:
+        """Serve until the client hangs up (stdio) or until cancelled (HTTP). With ``await
+        group.start(conduit.serve, manager)`` over HTTP the caller gets the endpoint's URL once it listens."""
+        server = self.server(manager)
+        if self.transport == "stdio":
+            async with stdio_server() as (read, write):
+                task_status.started("stdio")
+                await server.run(read, write, server.create_initialization_options())
+            return
+        await self._serve_http(server, task_status)
+
+    async def _serve_http(self, server: Server, task_status: anyio.abc.TaskStatus[str]) -> None:
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host.strip("[]"), self.port))
+        except OSError as exc:
+            sock.close()
+            raise UsageError(f"cannot listen on {self.host}:{self.port}: {exc}") from exc
+        host = f"[{self.host.strip('[]')}]" if ":" in self.host else self.host
+        url = f"http://{host}:{sock.getsockname()[1]}{self.path}"
+        app: Any = server.streamable_http_app(streamable_http_path=self.path, host=self.host)
+        if self.token is not None:
+            app = _RequireToken(app, token=self.token)
+        config = uvicorn.Config(app, lifespan="off", log_config=None, access_log=False, ws="none",
+                                server_header=False, timeout_graceful_shutdown=self.shutdown_timeout)
+        web = _Uvicorn(config)
+        stopped = anyio.Event()
+
+        async def run() -> None:
+            with anyio.CancelScope(shield=True):  # uvicorn stops by should_exit, below
+                try:
+                    await web.serve(sockets=[sock])
+                finally:
+                    stopped.set()
+
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(run)
+                try:
+                    # The MCP sessions end first on shutdown, so their open streams do not hold uvicorn up.
+                    async with server.session_manager.run():
+                        while not (web.started or stopped.is_set()):
+                            await anyio.sleep(0.005)
+                        if not web.started:
+                            raise LoopError(f"the MCP server on {url} stopped while starting")
+                        _log.info("serving MCP", url=url, tool=self.tool)
+                        task_status.started(url)
+                        await stopped.wait()
+                finally:
+                    web.should_exit = True
+        finally:
+            sock.close()
+
+
+class _AgentTool:
+    """The one tool: a message in, the agent's answer out, progress on the way."""
+
+    def __init__(self, manager: Manager, name: str, description: str) -> None:
+        self.manager = manager
+        self.name = name
+        schema = {
+            "type": "object",
+            "properties": {"message": {"type": "string", "description": "what to ask the agent"}},
+            "required": ["message"],
+            "additionalProperties": False,
+        }
+        self.spec = types.Tool(name=name, description=description, input_schema=schema)
+
+    async def list_tools(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[self.spec])
+
+    async def call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        if params.name != self.name:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
+        arguments: Mapping[str, Any] = params.arguments or {}
+        message = arguments.get("message")
+        if not isinstance(message, str) or not message.strip() or set(arguments) - {"message"}:
+            return _failure("the tool takes one argument, 'message': a non-empty string")
+        try:
+            session = await self.manager.open()
+        except LoopError as exc:
+            return _failure(f"the agent cannot take the call: {exc}")
+        try:
+            outcome = await _ask(session, message, ctx.session.report_progress)
+        finally:
+            with anyio.CancelScope(shield=True):  # a cancelled call interrupts the agent
+                await self.manager.close(session.id)
+        if isinstance(outcome, Exception):
+            _log.info("agent call failed", session=session.id, error=repr(outcome))  # the session warned already
+            return _failure(f"the agent failed: {type(outcome).__name__}: {outcome}")
+        answer = outcome.answer
+        if outcome.degraded:
+            reason = outcome.meta.get("degraded_reason") or "a budget or cap stopped it"
+            return _failure(f"{answer or ''}\n\n[the agent did not finish: {reason}]".strip())
+        if not answer:
+            return _failure("the agent finished without a written answer")
+        return types.CallToolResult(content=[types.TextContent(type="text", text=answer)])
+
+
+async def _ask(session: Session, message: str, report: Report) -> State | Exception:
+    """Ask ``message``, reporting progress meanwhile; the conversation, or the exception processing raised."""
+    with session.events.subscribe(buffer=None) as events:
+        async with anyio.create_task_group() as group:
+            group.start_soon(_progress, events, report)
+            try:
+                return await session.ask(message)
+            except Exception as exc:
+                return exc
+            finally:
+                events.close()  # the reporter sends what is buffered, then ends
+
+
+async def _progress(events: Any, report: Report) -> None:
+    count = turns = 0
+    async for event in events:
+        if isinstance(event, TurnCompleted) and event.turn.role is Role.ASSISTANT:
+            turns += 1
+            calls = [c.name for c in event.turn.tool_calls]
+            text = f"turn {turns}: calling {', '.join(calls)}" if calls else f"turn {turns}: answered"
+        elif isinstance(event, ToolFinished):
+            text = f"{event.call.name} {'failed' if event.result.is_error else 'done'}"
+        else:
+            continue
+        count += 1
+        try:
+            await report(count, None, text)  # a no-op when the client sent no progress token
+        except Exception as exc:  # the client went away: the answer will not reach it either
+            _log.info("progress not delivered", error=repr(exc))
+            return
+
+
+def _failure(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn, stopped by cancelling ``serve`` rather than by the process's signals."""
+
+    def capture_signals(self) -> Any:
+        return contextlib.nullcontext()
+
+
+_UNAUTHORIZED = b'{"error": {"type": "unauthorized", "message": "a valid bearer token is needed"}}'
+
+
+class _RequireToken:
+    """ASGI middleware: 401 unless the request carries ``Authorization: Bearer <token>``."""
+
+    def __init__(self, app: Any, *, token: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            given = next((v for k, v in scope.get("headers", ()) if k.lower() == b"authorization"), b"")
+            if not hmac.compare_digest(given, self._expected):
+                await send({"type": "http.response.start", "status": 401, "headers": [
+                    (b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="mcp"')]})
+                await send({"type": "http.response.body", "body": _UNAUTHORIZED})
+                return
+        await self.app(scope, receive, send)
