@@ -18,10 +18,8 @@ A session belongs to the token that opened it; to any other token it does not ex
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import json
 import re
-import socket
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -39,6 +37,7 @@ from loop import LoopError, UsageError, tracing
 from session._eventlog import EventLog, EventReader, EventsLost
 from session._events import MessageQueued
 from session._guards import ERROR_HANDLERS, BearerAuth, BodyLimit, Problem, RateLimit, RateLimited, RequestLog
+from session._listen import is_loopback, listen, url_of
 from session._manager import Manager
 from session._openai_api import openai_routes
 from session._openapi import OPENAPI
@@ -50,16 +49,6 @@ __all__ = ["HTTPConduit"]
 _log = tracing.logger("session.http")
 OPEN_PATHS = ("/healthz", "/openapi.json")
 _EVENT_ID = re.compile(r"[0-9]{1,18}")
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine only (``localhost``, ``127.0.0.0/8``, ``::1``)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _check_tokens(token: str | Sequence[str] | None) -> tuple[str, ...] | None:
@@ -339,20 +328,6 @@ class HTTPConduit:
         middleware.append(Middleware(BodyLimit, max_bytes=self.max_body_bytes))
         return Starlette(routes=routes, middleware=middleware, exception_handlers=ERROR_HANDLERS)
 
-    def _listen(self) -> socket.socket:
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        # IPPROTO_TCP (not 0) lets asyncio turn Nagle's algorithm off on accepted connections; otherwise a
-        # keep-alive client waits ~40 ms for a delayed ACK on every request after its first.
-        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((self.host.strip("[]"), self.port))
-            sock.setblocking(False)
-        except OSError as exc:
-            sock.close()
-            raise UsageError(f"cannot listen on {self.host}:{self.port}: {exc}") from exc
-        return sock
-
     async def serve(self, manager: Manager, *, task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED
                     ) -> None:
         """Serve ``manager`` with uvicorn until cancelled (asyncio only). With ``await group.start(conduit.serve,
@@ -361,9 +336,8 @@ class HTTPConduit:
         On cancellation it stops accepting, ends every event stream, lets requests in flight finish (for up
         to ``shutdown_timeout`` seconds) and re-raises. Sessions and their turns are the manager's: they go on.
         """
-        sock = self._listen()
-        port = sock.getsockname()[1]
-        url = f"http://[{self.host.strip('[]')}]:{port}" if ":" in self.host else f"http://{self.host}:{port}"
+        sock = listen(self.host, self.port)
+        url = url_of(sock, self.host)
         try:
             async with self._running(manager) as (app, api):
                 config = uvicorn.Config(app, lifespan="off", log_config=None, access_log=False, ws="none",

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import hmac
-import ipaddress
-import socket
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
@@ -31,6 +29,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 from loop import LoopError, Role, State, ToolFinished, TurnCompleted, UsageError, tracing
+from session._listen import is_loopback, listen, url_of
 from session._manager import Manager
 from session._session import Session
 
@@ -76,7 +75,7 @@ class MCPConduit:
             if token is None and not allow_no_token:
                 raise UsageError("MCPConduit over HTTP needs a bearer token (token=...); to serve this machine only "
                                  "without one, pass allow_no_token=True with a loopback host")
-            if token is None and not _is_loopback(host):
+            if token is None and not is_loopback(host):
                 raise UsageError(f"refusing to serve {host!r} without a token; pass token=... or use 127.0.0.1")
             if not (isinstance(port, int) and not isinstance(port, bool) and 0 <= port <= 65535):
                 raise UsageError(f"port must be 0..65535 (0: any free port), got {port!r}")
@@ -111,16 +110,8 @@ class MCPConduit:
         await self._serve_http(server, task_status)
 
     async def _serve_http(self, server: Server, task_status: anyio.abc.TaskStatus[str]) -> None:
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((self.host.strip("[]"), self.port))
-        except OSError as exc:
-            sock.close()
-            raise UsageError(f"cannot listen on {self.host}:{self.port}: {exc}") from exc
-        host = f"[{self.host.strip('[]')}]" if ":" in self.host else self.host
-        url = f"http://{host}:{sock.getsockname()[1]}{self.path}"
+        sock = listen(self.host, self.port)
+        url = url_of(sock, self.host, self.path)
         app: Any = server.streamable_http_app(streamable_http_path=self.path, host=self.host)
         if self.token is not None:
             app = _RequireToken(app, token=self.token)
@@ -234,15 +225,6 @@ async def _progress(events: Any, report: Report) -> None:
 
 def _failure(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 class _Uvicorn(uvicorn.Server):
