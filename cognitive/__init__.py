@@ -1,10 +1,12 @@
 """Reasoning patterns: stateless values that turn a ``State`` into a new ``State``, and wrappers around them."""
 
+from cognitive._code_action import CodeAction
 from cognitive._pattern import Factory, Pattern, TurnProcessor, new_turn_processor
 from cognitive._react import ReAct, SingleShot, react_factory
 from cognitive._verification import WithVerification
 
 __all__ = [
+    "CodeAction",
     "Factory",
     "Pattern",
     "ReAct",

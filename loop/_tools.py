@@ -140,10 +140,11 @@ def render(value: Any) -> str:
     """A tool's return value as text for the model: strings as they are, anything else as JSON."""
     if isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False, default=_to_json)
+    return json.dumps(value, ensure_ascii=False, default=json_default)
 
 
-def _to_json(value: Any) -> Any:
+def json_default(value: Any) -> Any:
+    """``json.dumps``'s ``default`` for tool results: attrs classes, dataclasses, enums, sets, bytes, else str."""
     if attrs.has(type(value)):
         return attrs.asdict(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

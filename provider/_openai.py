@@ -12,7 +12,6 @@ import os
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-import anyio
 import httpx
 
 from loop import (

@@ -1,3 +1,32 @@
-"""Sandboxes for model-written code (in development; nothing exported yet)."""
+"""Sandboxes for model-written code: the ``Sandbox`` protocol, a hardened Docker sandbox, the tool bridge.
 
-__all__: list[str] = []
+    DockerSandbox        each run in a fresh container: no network, read-only root, no capabilities, limits
+    SandboxConfig        its settings, safe by default; unsafe ones are refused
+    UnsafeLocalSandbox   plain subprocesses, NO isolation, for machines without Docker (only when named)
+    ToolBridge           host tools a sandboxed program calls as plain functions (``from tools import add``)
+    build_image          the sandbox image from debootstrap, no registry (``python -m sandbox build-image``)
+
+``sandbox.testing.check_sandbox`` checks any implementation against the ``Sandbox`` contract.
+"""
+
+from sandbox._bridge import ToolBridge
+from sandbox._config import SandboxConfig
+from sandbox._docker import DockerSandbox
+from sandbox._image import BuiltImage, ImageRecipe, build_image
+from sandbox._local import UnsafeLocalSandbox
+from sandbox._protocol import ExecResult, FunctionSandbox, Sandbox, SandboxError, accepts_tools
+
+__all__ = [
+    "BuiltImage",
+    "DockerSandbox",
+    "ExecResult",
+    "FunctionSandbox",
+    "ImageRecipe",
+    "Sandbox",
+    "SandboxConfig",
+    "SandboxError",
+    "ToolBridge",
+    "UnsafeLocalSandbox",
+    "accepts_tools",
+    "build_image",
+]

@@ -35,8 +35,8 @@ PUBLIC = {
         "passed", "run_all",
     ],
     "cognitive": [
-        "Factory", "Pattern", "ReAct", "SingleShot", "TurnProcessor", "WithVerification", "new_turn_processor",
-        "react_factory",
+        "CodeAction", "Factory", "Pattern", "ReAct", "SingleShot", "TurnProcessor", "WithVerification",
+        "new_turn_processor", "react_factory",
     ],
     "session": [
         "Conduit", "EventLog", "EventReader", "EventsLost", "HTTPConduit", "Interrupted", "LoggedEvent",
@@ -47,7 +47,11 @@ PUBLIC = {
         "TurnProcessor", "TurnStored", "event_to_json", "open_store", "openai_app", "openai_routes",
         "step_factory",
     ],
-    "sandbox": [],
+    "sandbox": [
+        "BuiltImage", "DockerSandbox", "ExecResult", "FunctionSandbox", "ImageRecipe", "Sandbox", "SandboxConfig",
+        "SandboxError", "ToolBridge", "UnsafeLocalSandbox", "accepts_tools", "build_image",
+    ],
+    "sandbox.testing": ["ConformanceError", "check_sandbox"],
 }
 
 

@@ -6,17 +6,22 @@ import os
 import shlex
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Union
 
 import anyio
 from anyio.abc import ByteSendStream, Process
 
 from loop import State, UsageError
+from sandbox import ExecResult, Sandbox, SandboxError
 from verifier._core import Result, Status
 
 TAIL_CHARS = 4000
 TAIL_BYTES = TAIL_CHARS * 4  # enough bytes for TAIL_CHARS characters of any UTF-8 text
+
+FileMap = Mapping[str, Union[str, bytes]]
+FilesFrom = Union[FileMap, Callable[[State], FileMap]]
 
 
 class CommandVerifier:
@@ -26,6 +31,11 @@ class CommandVerifier:
     ``timeout`` seconds is killed with its whole process group and FAILs, saying so. A command that cannot be
     started (not found, not executable) is an ERROR: the check itself is broken. With ``feed_answer=True`` the
     conversation's answer is written to the command's standard input.
+
+    With ``sandbox=`` (a ``sandbox.Sandbox``, e.g. ``DockerSandbox``) the command runs there instead, over
+    ``files``: a mapping of relative path -> content, or a function of the state returning one (the files
+    the model produced). Then ``cwd`` and ``env`` do not apply; the sandbox failing to run at all is an
+    ERROR, and a file path the model made unsafe (absolute, ``..``) is a FAIL.
     """
 
     def __init__(
@@ -37,6 +47,8 @@ class CommandVerifier:
         timeout: float = 60.0,
         env: Mapping[str, str] | None = None,
         feed_answer: bool = False,
+        sandbox: Sandbox | None = None,
+        files: FilesFrom | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise UsageError(f"CommandVerifier needs a non-empty name, got {name!r}")
@@ -44,6 +56,9 @@ class CommandVerifier:
             raise UsageError(f"argv must be a non-empty list of strings, like ['pytest', '-q'], got {argv!r}")
         if not (isinstance(timeout, (int, float)) and timeout > 0):
             raise UsageError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        _check_sandboxing(sandbox, files, cwd, env)
+        self.sandbox = sandbox
+        self.files = files
         self.name = name
         self.argv = tuple(argv)
         self.cwd = Path(cwd) if cwd is not None else None
@@ -52,6 +67,8 @@ class CommandVerifier:
         self.feed_answer = feed_answer
 
     async def verify(self, state: State) -> Result:
+        if self.sandbox is not None:
+            return await self._verify_in_sandbox(state, self.sandbox)
         command = shlex.join(self.argv)
         if self.cwd is not None and not self.cwd.is_dir():
             return Result(self.name, Status.ERROR, f"The working directory {str(self.cwd)!r} does not exist.")
@@ -99,8 +116,60 @@ class CommandVerifier:
             return Result(self.name, Status.PASS, f"`{command}` exited with status 0.")
         return Result(self.name, Status.FAIL, f"`{command}` exited with status {code}.{block}")
 
+    async def _verify_in_sandbox(self, state: State, sandbox: Sandbox) -> Result:
+        command = shlex.join(self.argv)
+        try:
+            files = self.files(state) if callable(self.files) else (self.files or {})
+        except Exception as exc:
+            return Result(self.name, Status.ERROR, f"Collecting the files for `{command}` raised "
+                                                   f"{type(exc).__name__}: {exc}")
+        stdin = (state.answer or "") if self.feed_answer else None
+        try:
+            result = await sandbox.exec(list(self.argv), files=files, stdin=stdin, timeout=self.timeout)
+        except UsageError as exc:  # e.g. a file path the model made absolute or climbing out with '..'
+            return Result(self.name, Status.FAIL, f"`{command}` was not run: {exc}")
+        except SandboxError as exc:
+            return Result(self.name, Status.ERROR, f"The sandbox could not run `{command}`: {exc}")
+        if result.error is not None:
+            return Result(self.name, Status.ERROR, f"Cannot run `{command}` in the sandbox: {result.error}.")
+        block = _output_block(result)
+        if result.timed_out:
+            return Result(self.name, Status.FAIL,
+                          f"`{command}` did not finish within {self.timeout:g} seconds and was killed.{block}")
+        if result.exit_code == 0:
+            return Result(self.name, Status.PASS, f"`{command}` exited with status 0.")
+        killed = " (out of memory)" if result.oom_killed else ""
+        return Result(self.name, Status.FAIL, f"`{command}` exited with status {result.exit_code}{killed}.{block}")
+
     def __repr__(self) -> str:
-        return f"CommandVerifier({self.name!r}, {list(self.argv)!r})"
+        where = f", sandbox={self.sandbox!r}" if self.sandbox is not None else ""
+        return f"CommandVerifier({self.name!r}, {list(self.argv)!r}{where})"
+
+
+def _check_sandboxing(sandbox: object, files: object, cwd: object, env: object) -> None:
+    if sandbox is None:
+        if files is not None:
+            raise UsageError("files= needs sandbox=: without a sandbox the command runs in cwd on this machine")
+        return
+    if not callable(getattr(sandbox, "exec", None)):
+        raise UsageError(f"sandbox must be a sandbox.Sandbox (something with exec(argv, ...)), got {sandbox!r}")
+    if cwd is not None:
+        raise UsageError("cwd does not apply with sandbox=: the command runs in the sandbox's own working "
+                         "directory, which holds `files`")
+    if env is not None:
+        raise UsageError("env does not apply with sandbox=: set SandboxConfig(env=...), or run "
+                         "['env', 'NAME=value', ...]")
+    if files is not None and not (callable(files) or isinstance(files, Mapping)):
+        raise UsageError(f"files must map relative paths to contents, or be a function of the state returning "
+                         f"such a mapping; got {files!r}")
+
+
+def _output_block(result: ExecResult) -> str:
+    """The tail of the command's output (stdout, then stderr) as a fenced block, like the local verifier."""
+    text = result.stdout + ("\n" if result.stdout and not result.stdout.endswith("\n") else "") + result.stderr
+    tail = text[-TAIL_CHARS:]
+    shown = f"the last {len(tail):,} characters of its output" if len(tail) < len(text) else "its output"
+    return f"\n\n{shown}:\n\n```\n{tail.rstrip()}\n```" if tail.strip() else "\n\nIt printed nothing."
 
 
 async def _feed(stdin: ByteSendStream, data: bytes) -> None:

@@ -25,7 +25,7 @@ import logging
 import structlog
 
 from loop import tracing
-from tests.benchmarks import bench_mcp, bench_session, bench_state, bench_tools, bench_turn, bench_verify, bench_wire
+from tests.benchmarks import bench_mcp, bench_sandbox, bench_session, bench_state, bench_tools, bench_turn, bench_verify, bench_wire
 from tests.benchmarks._harness import Figure, render_table
 
 BENCHMARKS: dict[str, Callable[..., list[Figure]]] = {
@@ -36,6 +36,7 @@ BENCHMARKS: dict[str, Callable[..., list[Figure]]] = {
     "session": bench_session.run,
     "wire": bench_wire.run,
     "mcp": bench_mcp.run,
+    "sandbox": bench_sandbox.run,
 }
 
 

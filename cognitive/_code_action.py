@@ -1,0 +1,170 @@
+"""``CodeAction``: the model writes one program over the tools; a sandbox runs it; its final line is the answer."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from loop import Options, Role, State, Text, Tool, TurnExecutor, UsageError, tracing
+from sandbox import ExecResult, Sandbox, ToolBridge, accepts_tools
+
+_NO_TOOLS = Options(tool_choice="none")  # tools are reached from the program, not called by the model
+_BLOCK = re.compile(r"```[ \t]*(python3?|py)?[ \t]*\n(.*?)```", re.S | re.I)
+MARKER = "FINAL:"
+_TAIL = 2000
+
+PROMPT = """\
+Solve the user's request by writing ONE complete Python program. It runs in a sandbox with no network and \
+{timeout}. From the sandbox it can call these tools, imported from the module `{module}`:
+
+{listing}
+
+Rules:
+- Reply with the whole program in a single ```python code block.
+- Import what you use (`from {module} import {example}`) and call the tools like ordinary functions; each \
+returns the tool's result (text, a number, a list or a dict). Prefer keyword arguments.
+- A failing tool call raises `{module}.ToolError`. One run may make at most {max_tool_calls} tool calls.
+- Finish by printing the answer for the user on a line that starts with `{marker} ` (or call \
+`final(answer)` from `{module}`); everything after the marker is the answer, so print it last.
+"""
+
+
+def extract_program(text: str | None) -> str | None:
+    """The program in a reply: the last ```python block, else the last plain ``` block; ``None`` if none."""
+    blocks = _BLOCK.findall(text or "")
+    tagged = [code for tag, code in blocks if tag]
+    chosen = tagged or [code for _, code in blocks]
+    return chosen[-1].strip() + "\n" if chosen and chosen[-1].strip() else None
+
+
+def final_answer(stdout: str) -> str | None:
+    """The text after the last line starting with ``FINAL:`` (with any lines after it), or ``None``."""
+    lines = stdout.splitlines()
+    for index in range(len(lines) - 1, -1, -1):
+        if lines[index].startswith(MARKER):
+            answer = "\n".join([lines[index][len(MARKER):], *lines[index + 1:]]).strip()
+            return answer or None
+    return None
+
+
+class CodeAction:
+    """The model writes one program that calls the tools as plain functions; the program runs in ``sandbox``.
+
+    The model is asked (in a ``SYSTEM`` turn listing the tools' signatures) for one Python program in one
+    reply. The program runs in the sandbox with the tools bridged in (``ToolBridge``, at most
+    ``max_tool_calls`` calls per run). Its line marked ``FINAL:`` becomes the answer, appended as an
+    assistant turn. If the program fails (no program, an error, a timeout, no ``FINAL:`` line), the tail of
+    what went wrong goes back to the model, which may repair it up to ``max_repairs`` times, each run with a
+    fresh tool budget. When every attempt failed, the model is asked for a plain-text answer and the state is
+    marked degraded. A ``SandboxError`` (the sandbox itself is broken) is raised, not retried.
+
+    Stateless: settings in ``__init__``; one instance can serve many conversations at once.
+    """
+
+    __slots__ = ("step", "sandbox", "bridge", "max_repairs", "timeout", "python", "prompt")
+
+    def __init__(
+        self,
+        step: TurnExecutor,
+        sandbox: Sandbox,
+        *,
+        tools: Iterable[Tool] = (),
+        max_tool_calls: int = 50,
+        max_repairs: int = 2,
+        timeout: float | None = None,
+        python: str = "python3",
+    ) -> None:
+        if not (callable(getattr(step, "turn", None)) and callable(getattr(step, "submit", None))):
+            raise UsageError(f"CodeAction needs a TurnExecutor (turn and submit, e.g. a Step), got {step!r}")
+        if not callable(getattr(sandbox, "exec", None)):
+            raise UsageError(f"CodeAction needs a Sandbox (something with exec(argv, ...)), got {sandbox!r}")
+        if not (isinstance(max_repairs, int) and not isinstance(max_repairs, bool) and max_repairs >= 0):
+            raise UsageError(f"max_repairs must be an integer >= 0, got {max_repairs!r}")
+        if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
+            raise UsageError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+        bridge = ToolBridge(tools, max_tool_calls=max_tool_calls)
+        if bridge.tools and not accepts_tools(sandbox):
+            raise UsageError(f"{sandbox!r} cannot bridge tools into the program (its exec takes no tools=); use "
+                             "DockerSandbox, or UnsafeLocalSandbox where there is no Docker")
+        self.step = step
+        self.sandbox = sandbox
+        self.bridge = bridge
+        self.max_repairs = max_repairs
+        self.timeout = timeout
+        self.python = python
+        names = [t.spec.name for t in bridge.tools]
+        self.prompt = PROMPT.format(
+            timeout=f"{timeout:g} seconds to run" if timeout else "a time limit",
+            module=bridge.module, listing=bridge.listing or "(no tools: compute the answer yourself)",
+            example=", ".join(names[:2]) or "final", max_tool_calls=max_tool_calls, marker=MARKER)
+
+    async def run(self, state: State) -> State:
+        with tracing.span("invoke_agent CodeAction", {"gen_ai.operation.name": "invoke_agent",
+                                                      "gen_ai.agent.name": "CodeAction"}) as span:
+            step = self.step
+            state = await step.submit(state, Role.SYSTEM, Text(self.prompt), meta={"kind": "code_action"})
+            attempts = self.max_repairs + 1
+            tool_calls = 0
+            for attempt in range(1, attempts + 1):
+                state = await step.turn(state, _NO_TOOLS)
+                program = extract_program(state.answer)
+                if program is None:
+                    problem = "Your reply held no ```python code block, so nothing was run."
+                else:
+                    result = await self._execute(program)
+                    tool_calls += result.tool_calls
+                    answer = final_answer(result.stdout) if result.ok else None
+                    if answer is not None:
+                        span.set_attribute("code_action.attempts", attempt)
+                        state = await step.submit(state, Role.ASSISTANT, Text(answer),
+                                                  meta={"kind": "code_action_answer", "attempt": attempt})
+                        return state.with_meta(code_action={"attempts": attempt, "tool_calls": tool_calls})
+                    problem = describe_failure(result)
+                if attempt < attempts:
+                    note = (f"{problem}\n\nAttempt {attempt} of {attempts} failed. Reply with the whole corrected "
+                            "program in one ```python block; its tool budget starts afresh.")
+                    state = await step.submit(state, Role.SYSTEM, Text(note),
+                                              meta={"kind": "code_action_error", "attempt": attempt})
+            note = (f"{problem}\n\nNo more programs will be run. Answer the user directly in plain text: say what "
+                    "you could establish and what you could not.")
+            state = await step.submit(state, Role.SYSTEM, Text(note), meta={"kind": "code_action_error",
+                                                                            "attempt": attempts})
+            state = await step.turn(state, _NO_TOOLS)
+            span.set_attribute("code_action.attempts", attempts)
+            return state.with_meta(code_action={"attempts": attempts, "tool_calls": tool_calls}).degrade(
+                f"CodeAction: no program succeeded in {attempts} attempt{'s' if attempts > 1 else ''}; the answer "
+                "was asked for in plain text")
+
+    async def _execute(self, program: str) -> ExecResult:
+        argv = [self.python, "main.py"]
+        files = {"main.py": program}
+        if self.bridge.tools:
+            return await self.sandbox.exec(argv, files=files, timeout=self.timeout,  # type: ignore[call-arg]
+                                           tools=self.bridge)
+        return await self.sandbox.exec(argv, files=files, timeout=self.timeout)
+
+    def __repr__(self) -> str:
+        return (f"CodeAction({self.step!r}, {self.sandbox!r}, tools={[t.spec.name for t in self.bridge.tools]}, "
+                f"max_repairs={self.max_repairs})")
+
+
+def describe_failure(result: ExecResult) -> str:
+    """What went wrong with a run, with the tails of its output, for the model to repair."""
+    if result.timed_out:
+        head = "Your program ran past its time limit and was killed."
+    elif result.oom_killed:
+        head = "Your program ran out of memory and was killed."
+    elif result.error:
+        head = f"Your program could not be started: {result.error}."
+    elif result.exit_code != 0:
+        head = f"Your program failed with exit status {result.exit_code}."
+    else:
+        head = f"Your program finished but printed no line starting with `{MARKER}`, so there is no answer."
+    parts = [head]
+    for label, text in (("stderr", result.stderr), ("stdout", result.stdout)):
+        text = text.strip()
+        if text:
+            shown = text[-_TAIL:]
+            what = f"the last {len(shown):,} characters of {label}" if len(shown) < len(text) else label
+            parts.append(f"{what}:\n```\n{shown}\n```")
+    return "\n\n".join(parts)

@@ -1,0 +1,140 @@
+"""``SandboxConfig``: the settings of a Docker sandbox, safe by default; unsafe or unknown ones are refused."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+import attrs
+
+from loop import UsageError
+
+DEFAULT_IMAGE = "cognitive-loop-sandbox:latest"
+MIN_MEMORY_MB = 32  # below this the Python supervisor and interpreter cannot start reliably
+MAX_PIDS = 4096
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Names the sandbox sets itself; letting a config replace them would break the run or the bridge.
+_RESERVED_ENV = {"SANDBOX_BRIDGE_FDS", "SANDBOX_IDLE_TTL"}
+
+
+def _frozen_env(value: Mapping[str, str] | None) -> Mapping[str, str]:
+    return MappingProxyType(dict(value or {}))
+
+
+@attrs.frozen(init=False)
+class SandboxConfig:
+    """How a ``DockerSandbox`` starts its containers. Every field has a safe default.
+
+    - ``image``: a local image with ``python3`` on its PATH (build one with ``python -m sandbox build-image``;
+      any Python image such as ``python:3.12-slim`` works if your Docker can pull it).
+    - ``memory_mb`` (RAM, no swap: the swap limit equals it), ``cpus``, ``pids``: resource limits.
+    - ``timeout``: default wall-clock seconds for one ``exec``; past it the whole container is killed.
+    - ``workdir``, ``workdir_mb``, ``tmp_mb``: the program's tmpfs working directory and ``/tmp``, with size caps.
+    - ``max_output_bytes``: how much of stdout and of stderr is kept (each); the rest is cut with a note.
+    - ``user``: ``uid:gid`` the program runs as; never root.
+    - ``env``: the only environment variables the program sees besides PATH, HOME and LANG. The host's own
+      environment is never passed in.
+    - ``idle_ttl``: seconds a warm container waits for its run before ending itself (so a crashed host leaves
+      nothing running for long).
+
+    ``network``, ``read_only``, ``privileged`` and ``cap_add`` exist only so that asking for an unsafe value
+    fails loudly: the network is always ``"none"``, the root filesystem read-only, no privileges are granted
+    and every capability is dropped. An unknown setting is a ``UsageError`` too.
+    """
+
+    image: str = DEFAULT_IMAGE
+    memory_mb: int = 256
+    cpus: float = 1.0
+    pids: int = 64
+    timeout: float = 30.0
+    workdir: str = "/work"
+    workdir_mb: int = 64
+    tmp_mb: int = 64
+    max_output_bytes: int = 1_000_000
+    user: str = "65534:65534"
+    env: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_env, hash=False)
+    idle_ttl: float = 600.0
+    network: str = "none"
+    read_only: bool = True
+    privileged: bool = False
+    cap_add: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+
+    def __init__(self, **settings: Any) -> None:
+        known = attrs.fields_dict(type(self))
+        unknown = sorted(set(settings) - set(known))
+        if unknown:
+            raise UsageError(f"unknown SandboxConfig setting{'s' if len(unknown) > 1 else ''} {unknown}; "
+                             f"the settings are {sorted(known)}")
+        self.__attrs_init__(**settings)  # type: ignore[attr-defined]
+
+    def __attrs_post_init__(self) -> None:
+        _check(self)
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.memory_mb * 1024 * 1024
+
+
+def _positive_int(config: SandboxConfig, name: str, low: int = 1, high: int | None = None) -> None:
+    value = getattr(config, name)
+    if not (isinstance(value, int) and not isinstance(value, bool) and value >= low
+            and (high is None or value <= high)):
+        bounds = f">= {low}" if high is None else f"between {low} and {high}"
+        raise UsageError(f"SandboxConfig.{name} must be an integer {bounds}, got {value!r}")
+
+
+def _positive_number(config: SandboxConfig, name: str) -> None:
+    value = getattr(config, name)
+    if not (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0):
+        raise UsageError(f"SandboxConfig.{name} must be a positive number, got {value!r}")
+
+
+def _check(config: SandboxConfig) -> None:
+    """Refuse settings that would weaken isolation or cannot work, saying which and why."""
+    if config.network != "none":
+        raise UsageError(f"SandboxConfig(network={config.network!r}) is refused: sandboxed code never gets a "
+                         "network; its only way out is the tool bridge (give the program tools instead)")
+    if config.read_only is not True:
+        raise UsageError("SandboxConfig(read_only=False) is refused: the root filesystem is always read-only; "
+                         f"the program writes to its tmpfs working directory {config.workdir} and /tmp")
+    if config.privileged is not False:
+        raise UsageError("SandboxConfig(privileged=True) is refused: a privileged container is not a sandbox")
+    if config.cap_add:
+        raise UsageError(f"SandboxConfig(cap_add={list(config.cap_add)}) is refused: every capability is "
+                         "dropped and none can be added back")
+    if not isinstance(config.image, str) or not config.image.strip():
+        raise UsageError(f"SandboxConfig.image must name a Docker image, got {config.image!r}")
+    _check_user(config.user)
+    _positive_int(config, "memory_mb", MIN_MEMORY_MB)
+    _positive_int(config, "pids", 8, MAX_PIDS)
+    _positive_int(config, "workdir_mb", 1)
+    _positive_int(config, "tmp_mb", 1)
+    _positive_int(config, "max_output_bytes", 1024)
+    _positive_number(config, "cpus")
+    _positive_number(config, "timeout")
+    _positive_number(config, "idle_ttl")
+    if config.workdir_mb + config.tmp_mb > config.memory_mb * 4:
+        raise UsageError(f"SandboxConfig: workdir_mb + tmp_mb ({config.workdir_mb + config.tmp_mb}) is far above "
+                         f"memory_mb ({config.memory_mb}); tmpfs lives in memory, so raise memory_mb first")
+    workdir = config.workdir
+    if (not isinstance(workdir, str) or not workdir.startswith("/") or workdir.rstrip("/") in ("", "/tmp")
+            or ".." in workdir.split("/") or "," in workdir or ":" in workdir):
+        raise UsageError(f"SandboxConfig.workdir must be an absolute directory other than / and /tmp, with no "
+                         f"'..', ',' or ':', got {workdir!r}")
+    for key, value in config.env.items():
+        if not (isinstance(key, str) and _ENV_NAME.fullmatch(key) and isinstance(value, str)):
+            raise UsageError(f"SandboxConfig.env takes str names and values, got {key!r}={value!r}")
+        if key in _RESERVED_ENV:
+            raise UsageError(f"SandboxConfig.env cannot set {key}: the sandbox sets it itself")
+
+
+def _check_user(user: object) -> None:
+    if not isinstance(user, str) or not re.fullmatch(r"\d+(:\d+)?", user):
+        raise UsageError(f"SandboxConfig.user must be a numeric 'uid:gid' (names could resolve to root inside "
+                         f"the image), got {user!r}")
+    uid, _, gid = user.partition(":")
+    if int(uid) == 0 or (gid and int(gid) == 0):
+        raise UsageError(f"SandboxConfig(user={user!r}) is refused: the program never runs as root (uid or "
+                         "gid 0); the default is 65534:65534 (nobody)")

@@ -1,0 +1,226 @@
+"""One run over a channel to the supervisor: send the job, read frames, answer tool calls, cap the output.
+
+Shared by every sandbox that runs ``_supervisor.py`` (Docker and the unsafe local one); they differ only in
+how the channel is opened and how a run is killed.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import anyio
+import attrs
+
+from loop import LoopError
+from sandbox._bridge import BridgeRun, ToolBridge
+from sandbox._protocol import ExecResult
+
+SUPERVISOR = (Path(__file__).with_name("_supervisor.py")).read_text(encoding="utf-8")
+MAX_FRAME = 4 << 20  # the honest supervisor sends at most 64 KiB of output or a 1 MiB call per frame
+_HEADER = struct.Struct(">cI")
+
+
+class Channel(Protocol):
+    """A byte stream to and from the supervisor."""
+
+    async def send(self, data: bytes) -> None: ...
+
+    async def receive(self) -> bytes:
+        """The next bytes of the supervisor's output; ``b""`` once it has ended."""
+        ...
+
+
+class ProtocolViolation(LoopError):
+    """The frame stream broke its format: the program may have taken over the supervisor."""
+
+
+@attrs.frozen
+class Job:
+    """One run as the supervisor receives it: checked arguments plus the sandbox's limits."""
+
+    argv: Sequence[str]
+    files: Mapping[str, bytes]
+    stdin: bytes | None
+    cwd: str
+    env: Mapping[str, str]
+    timeout: float
+    max_output: int
+    bridge: ToolBridge | None = None
+    count_oom: bool = False  # the run has its own memory cgroup (a container), so OOM kills can be counted
+
+    def line(self) -> bytes:
+        body = {
+            "argv": list(self.argv), "cwd": self.cwd, "env": dict(self.env),
+            "files": [[p, base64.b64encode(d).decode("ascii")] for p, d in self.files.items()],
+            "stdin": base64.b64encode(self.stdin).decode("ascii") if self.stdin is not None else None,
+            "stub": self.bridge.stub_source if self.bridge is not None else None,
+            "stub_module": self.bridge.module if self.bridge is not None else None,
+            "count_oom": self.count_oom,
+        }
+        return json.dumps(body, ensure_ascii=True).encode("ascii") + b"\n"
+
+
+class Capped:
+    """Keeps the head and the tail of a stream within ``limit`` bytes and remembers how much it was."""
+
+    __slots__ = ("limit", "head", "tail", "total")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.limit * 3 // 4 - len(self.head)  # the start usually says what the program was doing
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            keep = self.limit - self.limit * 3 // 4
+            if len(self.tail) > 2 * keep:  # trim in batches, not on every chunk
+                del self.tail[: len(self.tail) - keep]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self.limit
+
+    def text(self, stream: str) -> str:
+        if not self.truncated:
+            return (bytes(self.head) + bytes(self.tail)).decode("utf-8", errors="replace")
+        keep = self.limit - self.limit * 3 // 4
+        tail = bytes(self.tail[-keep:])
+        left_out = self.total - len(self.head) - len(tail)
+        note = (f"\n[output truncated: the program wrote {self.total:,} bytes to {stream}; {left_out:,} bytes in "
+                f"the middle were left out]\n")
+        return bytes(self.head).decode("utf-8", errors="replace") + note + tail.decode("utf-8", errors="replace")
+
+
+class FrameReader:
+    """Splits the supervisor's output into (kind, payload) frames, refusing anything out of format."""
+
+    __slots__ = ("_channel", "_buffer")
+
+    def __init__(self, channel: Channel) -> None:
+        self._channel = channel
+        self._buffer = bytearray()
+
+    async def next(self) -> tuple[bytes, bytes] | None:
+        """The next frame, or ``None`` when the stream has ended cleanly."""
+        buffer = self._buffer
+        while True:
+            if len(buffer) >= 5:
+                kind, size = _HEADER.unpack_from(buffer)
+                if size > MAX_FRAME or kind not in (b"O", b"E", b"C", b"X"):
+                    raise ProtocolViolation(f"a frame of kind {kind!r} and {size:,} bytes")
+                if len(buffer) >= 5 + size:
+                    payload = bytes(buffer[5:5 + size])
+                    del buffer[:5 + size]
+                    return kind, payload
+            chunk = await self._channel.receive()
+            if not chunk:
+                if buffer:
+                    raise ProtocolViolation(f"the stream ended inside a frame ({len(buffer)} bytes left over)")
+                return None
+            buffer += chunk
+
+
+@attrs.frozen
+class Outcome:
+    """What the frames said, before the sandbox adds what only it knows (kills, OOM from outside)."""
+
+    result: ExecResult
+    finished: bool  # an exit report arrived
+    violation: str | None = None
+
+
+async def run_job(channel: Channel, job: Job) -> Outcome:
+    """Send ``job`` and follow the run to its end or its timeout. Does not kill anything itself."""
+    started = time.perf_counter()
+    out, err = Capped(job.max_output), Capped(job.max_output)
+    run: BridgeRun | None = job.bridge.start() if job.bridge is not None else None
+    report: dict[str, object] | None = None
+    violation = None
+    send_lock = anyio.Lock()
+
+    async def answer(line: bytes) -> None:
+        async with send_lock:  # answers from concurrent calls must not interleave
+            await channel.send(line)
+
+    async def execute(call: object) -> None:
+        await answer(await run.execute(call))  # type: ignore[union-attr, arg-type]
+
+    with anyio.move_on_after(job.timeout) as scope:
+        await channel.send(job.line())
+        async with anyio.create_task_group() as group:
+            reader = FrameReader(channel)
+            try:
+                while (frame := await reader.next()) is not None:
+                    kind, payload = frame
+                    if kind == b"O":
+                        out.add(payload)
+                    elif kind == b"E":
+                        err.add(payload)
+                    elif kind == b"C" and run is not None:
+                        admitted = run.admit(payload)
+                        if run.flooding:
+                            raise ProtocolViolation(f"{run.calls:,} tool calls, far past the cap of "
+                                                    f"{job.bridge.max_tool_calls}")  # type: ignore[union-attr]
+                        if isinstance(admitted, bytes):
+                            await answer(admitted)
+                        else:
+                            group.start_soon(execute, admitted)
+                    elif kind == b"X":
+                        report = _report(payload)
+                        break
+            except ProtocolViolation as exc:
+                violation = str(exc)
+            group.cancel_scope.cancel()  # calls still running belong to a program that has ended
+    exited = report is not None
+    timed_out = scope.cancelled_caught and not exited
+    if report is None:
+        report = {"exit_code": 137 if timed_out else 1, "error": None, "oom_kills": 0}
+    stderr = err.text("stderr")
+    error = report.get("error")
+    if isinstance(error, str):
+        stderr += ("" if not stderr or stderr.endswith("\n") else "\n") + f"sandbox: {error}\n"
+    if timed_out:
+        stderr += f"\n[sandbox: killed: the program ran past its {job.timeout:g} s timeout]\n"
+    if violation:
+        stderr += f"\n[sandbox: the run was stopped: its output broke the sandbox protocol ({violation})]\n"
+    oom = int(report.get("oom_kills") or 0) > 0  # type: ignore[call-overload]
+    if oom:
+        stderr += "\n[sandbox: killed: the run reached its memory limit and the out-of-memory killer ended it]\n"
+    result = ExecResult(
+        exit_code=int(report["exit_code"]),  # type: ignore[call-overload]
+        stdout=out.text("stdout"),
+        stderr=stderr,
+        timed_out=timed_out,
+        oom_killed=oom,
+        truncated=out.truncated or err.truncated,
+        error=error if isinstance(error, str) else None,
+        tool_calls=run.calls if run is not None else 0,
+        duration=time.perf_counter() - started,
+    )
+    return Outcome(result, finished=exited and violation is None, violation=violation)
+
+
+def _report(payload: bytes) -> dict[str, object]:
+    try:
+        report = json.loads(payload)
+        code = report["exit_code"]
+        if type(code) is not int or not isinstance(report.get("oom_kills", 0), int):
+            raise ValueError
+    except (ValueError, KeyError, TypeError):
+        raise ProtocolViolation("a malformed exit report") from None
+    error = report.get("error")
+    return {"exit_code": code, "error": error if isinstance(error, str) else None,
+            "oom_kills": max(report.get("oom_kills", 0), 0)}

@@ -1,0 +1,24 @@
+"""Sandbox tests. Tests marked ``docker`` need a Docker engine and the sandbox image: they FAIL in CI
+(``CI=true``) when it is missing and skip elsewhere, saying how to enable them (see ``docker_env``)."""
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from sandbox import DockerSandbox, SandboxConfig
+from tests.sandbox.docker_env import docker_config, require_docker
+
+__all__ = ["docker_config"]
+
+
+@pytest.fixture(autouse=True)
+def _docker_marked_tests_need_docker(request: pytest.FixtureRequest) -> None:
+    if request.node.get_closest_marker("docker") is not None:
+        require_docker()
+
+
+@pytest.fixture
+async def docker_sandbox(docker_config: SandboxConfig) -> AsyncIterator[DockerSandbox]:
+    """A Docker sandbox with one warm container, closed (every container removed) after the test."""
+    async with DockerSandbox(docker_config, warm=1) as sandbox:
+        yield sandbox
