@@ -106,7 +106,8 @@ class Function:
 
     async def _respond(self, request: Request) -> AsyncIterator[Delta]:
         reply: Any = self._fn(request)
-        if inspect.isawaitable(reply):
+        waited = inspect.isawaitable(reply)
+        if waited:
             reply = await reply
         if isinstance(reply, AsyncIterator):
             try:
@@ -122,7 +123,9 @@ class Function:
             raise parts
         for delta in reply_deltas(parts, self._ids, self._chunk):
             yield delta
-        await anyio.lowlevel.checkpoint()
+        if not waited:
+            # A sync function never gave the event loop a turn; yield once so a consumer can be cancelled.
+            await anyio.lowlevel.checkpoint()
 
     def __repr__(self) -> str:
         return f"Function({getattr(self._fn, '__name__', self._fn)!r})"

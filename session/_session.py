@@ -123,6 +123,9 @@ class Session:
         self._send, self._receive = anyio.create_memory_object_stream[_Message](queue_size)
         self._waiting = 0
         self._pending: dict[str, _Message] = {}
+        # Message ids: a random prefix per session, then a counter (cheaper than fresh randomness per message).
+        self._ids_prefix = secrets.token_hex(4) + "_"
+        self._ids = itertools.count(1)
         self._dropped_by_interrupt = 0
         self._current: tuple[_Message, anyio.CancelScope] | None = None
         self._write_lock = anyio.Lock(fast_acquire=True)
@@ -145,7 +148,7 @@ class Session:
         """Queue a user message; returns its id. Raises ``SessionBusy`` when the queue is full."""
         if self.closed:
             raise SessionClosed(f"session {self.id!r} is closed")
-        item = _Message(f"msg_{secrets.token_hex(8)}", _parts(message))
+        item = _Message(f"msg_{self._ids_prefix}{next(self._ids):x}", _parts(message))
         try:
             self._send.send_nowait(item)
         except anyio.WouldBlock:
