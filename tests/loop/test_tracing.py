@@ -1,11 +1,8 @@
 """``loop.tracing``: OpenTelemetry spans with GenAI attributes, free while tracing is off."""
 
-from collections.abc import Iterator
-
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from loop import Options, Role, State, Step, Text, Usage, tool, tracing
@@ -25,19 +22,6 @@ async def lookup(q: str) -> str:
 async def broken() -> str:
     """Fails."""
     raise ValueError("nope")
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.configure(provider)
-    try:
-        yield exporter
-    finally:
-        tracing.configure(None)
-        provider.shutdown()
 
 
 def test_tracing_is_off_without_a_provider() -> None:

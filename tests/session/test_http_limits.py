@@ -4,34 +4,19 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 import structlog
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from starlette.routing import Route
 
-from loop import UsageError, tracing
+from loop import UsageError
 from provider import Function
 from session._guards import RateLimit
 from session._http import HTTPConduit
 from session._openapi import OPENAPI
 from tests.session.http_helpers import OTHER, TOKEN, echo, in_process, wait_turns
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.configure(provider)
-    try:
-        yield exporter
-    finally:
-        tracing.configure(None)
-        provider.shutdown()
 
 
 async def test_a_body_over_the_limit_is_413_by_its_content_length() -> None:
