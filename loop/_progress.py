@@ -9,8 +9,7 @@ store the model's turn before slow tools run, and what happened when no state is
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 
 from loop._state import State
@@ -19,14 +18,19 @@ ProgressCallback = Callable[[State], Awaitable[None]]
 _callback: ContextVar[ProgressCallback | None] = ContextVar("loop_progress", default=None)
 
 
-@contextmanager
-def on_progress(callback: ProgressCallback) -> Iterator[None]:
+class on_progress:  # noqa: N801 - used as a function; a class is a cheaper context manager than a generator
     """Within the block, steps report partial states to ``callback``; an exception it raises fails the turn."""
-    token = _callback.set(callback)
-    try:
-        yield
-    finally:
-        _callback.reset(token)
+
+    __slots__ = ("_callback", "_token")
+
+    def __init__(self, callback: ProgressCallback) -> None:
+        self._callback = callback
+
+    def __enter__(self) -> None:
+        self._token = _callback.set(self._callback)
+
+    def __exit__(self, *exc_info: object) -> None:
+        _callback.reset(self._token)
 
 
 async def report(state: State) -> None:

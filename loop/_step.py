@@ -23,6 +23,7 @@ from loop.errors import UsageError
 
 Transform = Callable[[State], State]
 
+_DEFAULT_OPTIONS = Options()  # immutable, so every step without options can share it
 CANCELLED = "cancelled: the turn was interrupted before this tool call finished"
 _log = tracing.logger("loop.step")
 
@@ -77,7 +78,7 @@ class Step:
         self._tools = by_name
         self._specs = tuple(t.spec for t in by_name.values())
         self._checkers = {name: ArgumentChecker(t.spec.parameters) for name, t in by_name.items()}
-        self._options = options or Options()
+        self._options = options or _DEFAULT_OPTIONS
         self._transforms = tuple(transforms)
         self.events = events if events is not None else EventBus()
         self._tool_timeout = float(tool_timeout)
@@ -112,37 +113,44 @@ class Step:
     async def turn(self, state: State, options: Options | None = None) -> State:
         opts = self._options.merge(options)
         bus = self.events
-        publish = bus.publish
         if bus.has_subscribers:
-            publish(TurnStarted(len(state)))
+            bus.publish(TurnStarted(len(state)))
         request = Request(self.view(state).turns, self._specs, opts)
         tracer = tracing.current_tracer()
-        acc = Accumulator()
+        acc: Accumulator | None = None  # made at the first delta: nothing to hold while the model thinks
         try:
             with _chat_span(tracer, opts) as span:
                 stream = self._provider.stream(request)
-                aclose = getattr(stream, "aclose", None)
+                # (bound methods are looked up when needed, not held across the stream's awaits)
                 try:
                     async for delta in stream:
+                        if acc is None:
+                            acc = Accumulator()
                         acc.add(delta)
-                        publish(delta)
+                        bus.publish(delta)
                 except BaseException:
+                    aclose = getattr(stream, "aclose", None)
                     if aclose is not None:
                         # Release the provider's connection even when the turn is being cancelled.
                         with anyio.CancelScope(shield=True):
                             await aclose()
                     raise
-                if aclose is not None:
-                    await aclose()
+                # An async generator that ran to its end is closed already (its frame is gone).
+                if getattr(stream, "ag_frame", True) is not None:
+                    aclose = getattr(stream, "aclose", None)
+                    if aclose is not None:
+                        await aclose()
+                if acc is None:
+                    acc = Accumulator()
                 turn = acc.turn(opts.model)
                 if tracer is not None:
                     _record_usage(span, turn, acc.finish)
         except BaseException as exc:
-            publish(TurnFailed(exc))
+            bus.publish(TurnFailed(exc))
             raise
         state = state.append_turn(turn)
         if bus.has_subscribers:
-            publish(TurnCompleted(turn))
+            bus.publish(TurnCompleted(turn))
         calls = turn.tool_calls
         if calls:
             if reporting():
@@ -151,7 +159,7 @@ class Step:
             tool_turn = Turn(Role.TOOL, results)
             state = state.append_turn(tool_turn)
             if bus.has_subscribers:
-                publish(TurnCompleted(tool_turn))
+                bus.publish(TurnCompleted(tool_turn))
         return state
 
     async def _run_tools(

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import logging
+import os
 import sys
 from typing import TextIO
 
@@ -71,6 +72,22 @@ def configure(tracer_provider: trace.TracerProvider | None) -> None:
 _global: trace.Tracer | None = None  # the global provider's tracer, once a real provider is installed
 
 
+# While OpenTelemetry has no global provider and its environment variable names none to load,
+# ``get_tracer_provider`` returns the proxy; it is asked only when either may be set, because its check of
+# the variable goes through ``os.environ`` (a key encoding and a KeyError) on every call. Both peeks below
+# fall back to asking OpenTelemetry if its or Python's internals ever change.
+_ENV_PROVIDER = "OTEL_PYTHON_TRACER_PROVIDER"
+_environ_data: Any = getattr(os.environ, "_data", None)
+_environ_key: Any = os.environ.encodekey(_ENV_PROVIDER) if _environ_data is not None else None  # type: ignore[attr-defined]
+_UNKNOWN = object()
+
+
+def _no_global_provider() -> bool:
+    """Whether OpenTelemetry's global provider is certainly the proxy (nothing installed, nothing to load)."""
+    return (getattr(trace, "_TRACER_PROVIDER", _UNKNOWN) is None and _environ_data is not None
+            and _environ_key not in _environ_data)
+
+
 def current_tracer() -> trace.Tracer | None:
     """The tracer spans go to, or ``None`` while tracing is off. Hot paths look it up once and pass it on."""
     global _global
@@ -78,6 +95,8 @@ def current_tracer() -> trace.Tracer | None:
         return _chosen[0]
     if _global is not None:
         return _global
+    if _no_global_provider():
+        return None
     provider = trace.get_tracer_provider()
     if isinstance(provider, _NOOP_PROVIDERS):
         return None

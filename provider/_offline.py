@@ -13,10 +13,11 @@ from typing import Any, Union
 
 import anyio.lowlevel
 
-from loop import Delta, Request, UsageError
+from loop import Delta, Finish, Request, TextDelta, UsageError
 from loop.errors import ScriptExhausted
-from provider._replies import Reply, check_reply, reply_deltas
+from provider._replies import Reply, check_reply, chunks, reply_deltas
 
+_STOP = Finish("stop")  # deltas are immutable, so every plain-text reply can end with the same one
 ReplyFunction = Callable[[Request], Union[Reply, Awaitable[Reply], AsyncIterator[Delta]]]
 
 
@@ -118,11 +119,17 @@ class Function:
                 if aclose is not None:
                     await aclose()
             return
-        parts = check_reply(reply, f"reply of {getattr(self._fn, '__name__', 'function')}")
-        if isinstance(parts, BaseException):
-            raise parts
-        for delta in reply_deltas(parts, self._ids, self._chunk):
-            yield delta
+        if type(reply) is str:
+            # The usual reply, streamed as ``reply_deltas`` would stream its Text part, without building it.
+            for piece in chunks(reply, self._chunk):
+                yield TextDelta(piece)
+            yield _STOP
+        else:
+            parts = check_reply(reply, f"reply of {getattr(self._fn, '__name__', 'function')}")
+            if isinstance(parts, BaseException):
+                raise parts
+            for delta in reply_deltas(parts, self._ids, self._chunk):
+                yield delta
         if not waited:
             # A sync function never gave the event loop a turn; yield once so a consumer can be cancelled.
             await anyio.lowlevel.checkpoint()

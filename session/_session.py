@@ -5,12 +5,13 @@ from __future__ import annotations
 import itertools
 import secrets
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Union
 
 import anyio
 import anyio.abc
-import attrs
 
 from loop import (
     EventBus,
@@ -33,7 +34,7 @@ from session._events import (
     MessageStarted,
     TurnStored,
 )
-from session._store import Store
+from session._store import MemoryStore, Store
 
 TurnProcessor = Callable[[TurnExecutor, State], Awaitable[State]]
 Message = Union[str, Part, Sequence[Part]]
@@ -49,12 +50,33 @@ class SessionClosed(LoopError):
     """Raised when a message is sent to a session that has been closed."""
 
 
-@attrs.define(eq=False)
 class _Message:
-    id: str
-    parts: tuple[Part, ...]
-    done: anyio.Event = attrs.Factory(anyio.Event)
-    result: State | BaseException | None = None
+    """A queued message. Its ``done`` event is made only when someone waits for it (``ask``)."""
+
+    __slots__ = ("id", "parts", "result", "finished", "_done")
+
+    def __init__(self, message_id: str, parts: tuple[Part, ...]) -> None:
+        self.id = message_id
+        self.parts = parts
+        self.result: State | BaseException | None = None
+        self.finished = False
+        self._done: anyio.Event | None = None
+
+    @property
+    def done(self) -> anyio.Event:
+        """Set once the message is finished (answered, failed or dropped)."""
+        if self._done is None:
+            self._done = anyio.Event()
+            if self.finished:
+                self._done.set()
+        return self._done
+
+    def finish(self, result: State | BaseException | None) -> None:
+        if not self.finished:
+            self.finished = True
+            self.result = result
+            if self._done is not None:
+                self._done.set()
 
 
 def _parts(message: Message) -> tuple[Part, ...]:
@@ -77,11 +99,12 @@ class _Persisting:
 
     def __init__(self, session: Session) -> None:
         self._session = session
+        self._report = session._persist  # one bound method for every turn's progress reports
 
     async def turn(self, state: State, options: Any = None) -> State:
         # The step reports the assistant's turn before its tools run, and the "cancelled" results if it is
         # interrupted while they run; both are stored, so the stored history is what happened and valid.
-        with on_progress(self._session._persist):
+        with on_progress(self._report):
             out = await self._session.step.turn(state, options)
         await self._session._persist(out)
         return out
@@ -120,15 +143,26 @@ class Session:
         self.events = events if events is not None else EventBus()
         self._stored = state if state is not None else State()
         self._executor = _Persisting(self)
-        self._send, self._receive = anyio.create_memory_object_stream[_Message](queue_size)
+        if queue_size < 0:
+            raise UsageError(f"queue_size must be >= 0, got {queue_size!r}")
+        self._queue_size = queue_size
+        # The FIFO the worker reads; ``_wake`` is set when the worker waits on an empty queue.
+        self._queue: deque[_Message] = deque()
+        self._wake: anyio.Event | None = None
+        self._event_type: type[anyio.Event] | None = None
         self._waiting = 0
         self._pending: dict[str, _Message] = {}
         # Message ids: a random prefix per session, then a counter (cheaper than fresh randomness per message).
         self._ids_prefix = secrets.token_hex(4) + "_"
         self._ids = itertools.count(1)
         self._dropped_by_interrupt = 0
-        self._current: tuple[_Message, anyio.CancelScope] | None = None
-        self._write_lock = anyio.Lock(fast_acquire=True)
+        self._current: _Message | None = None
+        self._scope: anyio.CancelScope | None = None  # the scope the worker processes messages in
+        # A FIFO lock over store writes, made of a flag while uncontended (the usual case).
+        self._writing = False
+        self._write_waiters: deque[anyio.Event] | None = None
+        # MemoryStore.append never suspends, so nothing can interrupt it: its writes need no shield.
+        self._append_at_once = getattr(type(store), "append", None) is MemoryStore.append
         self.last_active = time.monotonic()
         self.closed = False
 
@@ -148,15 +182,21 @@ class Session:
         """Queue a user message; returns its id. Raises ``SessionBusy`` when the queue is full."""
         if self.closed:
             raise SessionClosed(f"session {self.id!r} is closed")
-        item = _Message(f"msg_{self._ids_prefix}{next(self._ids):x}", _parts(message))
-        try:
-            self._send.send_nowait(item)
-        except anyio.WouldBlock:
-            raise SessionBusy(f"session {self.id!r} already has {self._waiting} messages waiting") from None
+        parts = _parts(message)
+        queue = self._queue
+        # A message the idle worker is about to take does not count as waiting.
+        if len(queue) - (self._wake is not None) >= self._queue_size:
+            raise SessionBusy(f"session {self.id!r} already has {self._waiting} messages waiting")
+        item = _Message(f"msg_{self._ids_prefix}{next(self._ids):x}", parts)
+        queue.append(item)
+        wake = self._wake
+        if wake is not None and len(queue) == 1:
+            wake.set()
         position = self._waiting + (self._current is not None)
         self._waiting += 1
         self.last_active = time.monotonic()
-        self.events.publish(MessageQueued(item.id, position))
+        if self.events.has_subscribers:
+            self.events.publish(MessageQueued(item.id, position))
         self._pending[item.id] = item
         return item.id
 
@@ -164,7 +204,8 @@ class Session:
         """Send a message and wait for the conversation it produced; its exception if processing failed."""
         message_id = self.send(message)
         item = self._pending[message_id]
-        await item.done.wait()
+        if not item.finished:
+            await item.done.wait()
         if isinstance(item.result, BaseException):
             raise item.result
         if item.result is None:
@@ -178,18 +219,15 @@ class Session:
         once when nothing was running)."""
         dropped = 0
         if drop_queued:
-            while True:
-                try:
-                    item = self._receive.receive_nowait()
-                except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
-                    break
+            queue = self._queue
+            while queue:
+                item = queue.popleft()
                 self._waiting -= 1
                 dropped += 1
                 self._finish(item, None)
-        current = self._current
-        if current is not None:
+        if self._current is not None and self._scope is not None:
             self._dropped_by_interrupt += dropped
-            current[1].cancel()
+            self._scope.cancel()
         else:
             self.events.publish(Interrupted(None, dropped))
         return dropped
@@ -199,17 +237,41 @@ class Session:
         if not self.closed:
             self.closed = True
             self.interrupt()
-            self._send.close()
+            self._wake_worker()
 
     # -- the worker ---------------------------------------------------------------------------------------
 
     async def serve(self) -> None:
         """Process messages until the session is closed. Run it in a task group."""
-        await self._repair()
-        async with self._receive:
-            async for item in self._receive:
+        try:
+            await self._repair()
+            queue = self._queue
+            while True:
+                if queue:
+                    await self._process_queued()
+                elif self.closed:
+                    return
+                else:
+                    # Made straight from the backend's class after the first: the worker stays on one loop.
+                    if self._event_type is None:
+                        self._wake = wake = anyio.Event()
+                        self._event_type = type(wake)
+                    else:
+                        self._wake = wake = self._event_type()
+                    try:
+                        await wake.wait()
+                    finally:
+                        self._wake = None
+        finally:
+            # Nothing serves this session any more: refuse new messages, and release anyone waiting.
+            self.closed = True
+            while self._queue:
                 self._waiting -= 1
-                await self._process(item)
+                self._finish(self._queue.popleft(), None)
+
+    def _wake_worker(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
 
     async def _repair(self) -> None:
         """Answer tool calls left open by a process that stopped mid-turn, so the history is valid again."""
@@ -219,52 +281,108 @@ class Session:
             results = [ToolResult(c.id, c.name, f"error: {INTERRUPTED}", is_error=True) for c in pending]
             await self._persist(self._stored.append(Role.TOOL, *results))
 
-    async def _process(self, item: _Message) -> None:
+    async def _process_queued(self) -> None:
+        """Process the waiting messages in order. They share one cancel scope (``interrupt`` cancels it),
+        and a scope that has been cancelled serves no further message: the next ones get a fresh one."""
+        queue = self._queue
         with anyio.CancelScope() as scope:
-            self._current = (item, scope)
-            self.events.publish(MessageStarted(item.id))
-            with tracing.span("session message", {"session.id": self.id, "session.message_id": item.id}):
-                try:
-                    state = await self._executor.submit(self._stored, Role.USER, *item.parts,
-                                                        meta={"message_id": item.id})
-                    state = await self.processor(self._executor, state)
+            self._scope = scope
+            while queue and not scope.cancel_called:
+                item = queue.popleft()
+                self._waiting -= 1
+                await self._process(item)
+        self._scope = None
+        if scope.cancelled_caught:
+            # The message being processed was interrupted; the turns it completed are stored.
+            item, self._current = self._current, None
+            self.last_active = time.monotonic()
+            if item is not None:
+                self._finish(item, None)
+            dropped, self._dropped_by_interrupt = self._dropped_by_interrupt, 0
+            self.events.publish(Interrupted(None if item is None else item.id, dropped))
+
+    async def _process(self, item: _Message) -> None:
+        events = self.events
+        tracer = tracing.current_tracer()
+        self._current = item
+        if events.has_subscribers:
+            events.publish(MessageStarted(item.id))
+        with tracing.NOOP_SPAN if tracer is None else tracing.start(
+                tracer, "session message", {"session.id": self.id, "session.message_id": item.id}):
+            try:
+                state = await self._executor.submit(self._stored, Role.USER, *item.parts,
+                                                    meta=MappingProxyType({"message_id": item.id}))
+                state = await self.processor(self._executor, state)
+                if state is not self._stored:  # usually it is: every turn was stored as it completed
                     await self._persist(state)
-                except Exception as exc:
-                    _log.warning("message failed", session=self.id, message=item.id, error=repr(exc))
-                    self.events.publish(MessageFailed(item.id, str(exc), type(exc).__name__))
-                    self._finish(item, exc)
-                else:
-                    self.events.publish(MessageFinished(item.id, state.answer, state.degraded,
-                                                        str(state.meta.get("degraded_reason", ""))))
-                    self._finish(item, state)
+            except Exception as exc:
+                _log.warning("message failed", session=self.id, message=item.id, error=repr(exc))
+                self.events.publish(MessageFailed(item.id, str(exc), type(exc).__name__))
+                self._finish(item, exc)
+            else:
+                if events.has_subscribers:
+                    events.publish(MessageFinished(item.id, state.answer, state.degraded,
+                                                   str(state.meta.get("degraded_reason", ""))))
+                self._finish(item, state)
         self._current = None
         self.last_active = time.monotonic()
-        if scope.cancelled_caught:
-            self._finish(item, None)
-            dropped, self._dropped_by_interrupt = self._dropped_by_interrupt, 0
-            self.events.publish(Interrupted(item.id, dropped))
 
     def _finish(self, item: _Message, result: State | BaseException | None) -> None:
-        if not item.done.is_set():
-            item.result = result
-            item.done.set()
+        item.finish(result)
         self._pending.pop(item.id, None)
 
     async def _persist(self, state: State) -> None:
         """Write what ``state`` adds to the stored conversation; a branch rewinds to where it forked."""
         if state is self._stored:
             return  # the common case after a processor returns: everything is stored already
-        async with self._write_lock:
+        if self._writing:
+            await self._wait_to_write()  # another write of this session (a concurrent turn) is under way
+        else:
+            self._writing = True
+        try:
             stored = self._stored
             common = state.common_prefix(stored)
-            if common == len(state) == len(stored) and state.meta == stored.meta:
+            size = len(state)
+            if common == size == len(stored) and state.meta == stored.meta:
                 return
-            new = list(itertools.islice(state.reversed(), len(state) - common))
-            new.reverse()
+            if size - common == 1:
+                new = [state.last]  # the usual case: one turn more
+            else:
+                new = list(itertools.islice(state.reversed(), size - common))
+                new.reverse()
             # A write that has started always finishes: an interrupt landing mid-write must not lose a turn
             # whose message the caller was told was accepted.
-            with anyio.CancelScope(shield=True):
+            if self._append_at_once:
                 await self.store.append(self.id, common, new, state.meta)
+            else:
+                with anyio.CancelScope(shield=True):
+                    await self.store.append(self.id, common, new, state.meta)
             self._stored = state
-            for offset, turn in enumerate(new):
-                self.events.publish(TurnStored(common + offset, turn))
+            events = self.events
+            if events.has_subscribers:
+                for offset, turn in enumerate(new):
+                    events.publish(TurnStored(common + offset, turn))
+        finally:
+            self._end_write()
+
+    async def _wait_to_write(self) -> None:
+        """Wait until the writes under way or queued before this one are done; this one then holds the turn."""
+        waiter = anyio.Event()
+        if self._write_waiters is None:
+            self._write_waiters = deque()
+        self._write_waiters.append(waiter)
+        try:
+            await waiter.wait()
+        except BaseException:
+            if waiter.is_set():
+                self._end_write()  # the turn was handed over just as this write was cancelled: pass it on
+            else:
+                self._write_waiters.remove(waiter)
+            raise
+
+    def _end_write(self) -> None:
+        waiters = self._write_waiters
+        if waiters:
+            waiters.popleft().set()  # hand over to the next write in line (FIFO); ``_writing`` stays set
+        else:
+            self._writing = False
