@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import sys
@@ -88,6 +89,10 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
     manager = Manager(new_turn_processor(factory), provider=provider, store=store, make_step=step_maker(module))
     try:
         async with manager:
+            # Everything alive now lives as long as the process: keep the collector from rescanning it on
+            # every full collection (with thousands of sessions these pauses dominate).
+            gc.collect()
+            gc.freeze()
             if args.command == "chat":
                 from session._stdio import StdioConduit
 
