@@ -26,18 +26,17 @@ from typing import Any
 import anyio
 import anyio.abc
 import attrs
-import uvicorn
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from loop import LoopError, UsageError, tracing
+from loop import UsageError, tracing
 from session._eventlog import EventLog, EventReader, EventsLost
 from session._events import MessageQueued
 from session._guards import ERROR_HANDLERS, BearerAuth, BodyLimit, Problem, RateLimit, RateLimited, RequestLog
-from session._listen import is_loopback, listen, url_of
+from session._serving import is_loopback, listen, serve_asgi
 from session._manager import Manager
 from session._openai_api import openai_routes
 from session._openapi import OPENAPI
@@ -225,14 +224,6 @@ class _Api:
                 yield ": keep-alive\n\n"
 
 
-class _Server(uvicorn.Server):
-    """uvicorn's server, stopped by cancelling ``HTTPConduit.serve`` rather than by the process's signals."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Any:
-        yield
-
-
 class HTTPConduit:
     """Serves a manager's sessions over HTTP (see the module docstring for the routes).
 
@@ -336,35 +327,7 @@ class HTTPConduit:
         On cancellation it stops accepting, ends every event stream, lets requests in flight finish (for up
         to ``shutdown_timeout`` seconds) and re-raises. Sessions and their turns are the manager's: they go on.
         """
-        sock = listen(self.host, self.port)
-        url = url_of(sock, self.host)
-        try:
+        with listen(self.host, self.port) as sock:  # bound first, so a port in use fails plainly
             async with self._running(manager) as (app, api):
-                config = uvicorn.Config(app, lifespan="off", log_config=None, access_log=False, ws="none",
-                                        server_header=False, timeout_graceful_shutdown=self.shutdown_timeout)
-                server = _Server(config)
-                stopped = anyio.Event()
-
-                async def run() -> None:
-                    with anyio.CancelScope(shield=True):  # uvicorn stops by should_exit, below
-                        try:
-                            await server.serve(sockets=[sock])
-                        finally:
-                            stopped.set()
-
-                async with anyio.create_task_group() as group:
-                    group.start_soon(run)
-                    try:
-                        while not (server.started or stopped.is_set()):
-                            await anyio.sleep(0.005)
-                        if not server.started:
-                            raise LoopError(f"the HTTP server on {url} stopped while starting")
-                        _log.info("serving", url=url)
-                        task_status.started(url)
-                        await stopped.wait()
-                    finally:
-                        api.close()  # event streams end, so uvicorn need not wait for them
-                        server.should_exit = True
-        finally:
-            sock.close()
-            _log.info("stopped serving", url=url)
+                await serve_asgi(app, sock, host=self.host, shutdown_timeout=self.shutdown_timeout,
+                                 task_status=task_status, on_stop=api.close)  # event streams end first

@@ -15,7 +15,6 @@ otherwise on a loopback host.
 
 from __future__ import annotations
 
-import contextlib
 import hmac
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
@@ -23,13 +22,12 @@ from typing import Any, Literal
 import anyio
 import anyio.abc
 import mcp_types as types
-import uvicorn
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 from loop import LoopError, Role, State, ToolFinished, TurnCompleted, UsageError, tracing
-from session._listen import is_loopback, listen, url_of
+from session._serving import is_loopback, listen, serve_asgi
 from session._manager import Manager
 from session._session import Session
 
@@ -110,40 +108,13 @@ class MCPConduit:
         await self._serve_http(server, task_status)
 
     async def _serve_http(self, server: Server, task_status: anyio.abc.TaskStatus[str]) -> None:
-        sock = listen(self.host, self.port)
-        url = url_of(sock, self.host, self.path)
         app: Any = server.streamable_http_app(streamable_http_path=self.path, host=self.host)
         if self.token is not None:
             app = _RequireToken(app, token=self.token)
-        config = uvicorn.Config(app, lifespan="off", log_config=None, access_log=False, ws="none",
-                                server_header=False, timeout_graceful_shutdown=self.shutdown_timeout)
-        web = _Uvicorn(config)
-        stopped = anyio.Event()
-
-        async def run() -> None:
-            with anyio.CancelScope(shield=True):  # uvicorn stops by should_exit, below
-                try:
-                    await web.serve(sockets=[sock])
-                finally:
-                    stopped.set()
-
-        try:
-            async with anyio.create_task_group() as group:
-                group.start_soon(run)
-                try:
-                    # The MCP sessions end first on shutdown, so their open streams do not hold uvicorn up.
-                    async with server.session_manager.run():
-                        while not (web.started or stopped.is_set()):
-                            await anyio.sleep(0.005)
-                        if not web.started:
-                            raise LoopError(f"the MCP server on {url} stopped while starting")
-                        _log.info("serving MCP", url=url, tool=self.tool)
-                        task_status.started(url)
-                        await stopped.wait()
-                finally:
-                    web.should_exit = True
-        finally:
-            sock.close()
+        with listen(self.host, self.port) as sock:
+            # The MCP sessions end first on shutdown, so their open streams do not hold uvicorn up.
+            await serve_asgi(app, sock, host=self.host, path=self.path, shutdown_timeout=self.shutdown_timeout,
+                             task_status=task_status, around=server.session_manager.run(), what="MCP server")
 
 
 class _AgentTool:
@@ -225,13 +196,6 @@ async def _progress(events: Any, report: Report) -> None:
 
 def _failure(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
-
-
-class _Uvicorn(uvicorn.Server):
-    """uvicorn, stopped by cancelling ``serve`` rather than by the process's signals."""
-
-    def capture_signals(self) -> Any:
-        return contextlib.nullcontext()
 
 
 _UNAUTHORIZED = b'{"error": {"type": "unauthorized", "message": "a valid bearer token is needed"}}'
