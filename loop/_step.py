@@ -13,7 +13,7 @@ from loop import tracing
 from loop._accumulate import Accumulator
 from loop._events import EventBus, ToolFinished, ToolStarted, TurnCompleted, TurnFailed, TurnStarted
 from loop._parts import Part, Role, ToolCall, ToolResult
-from loop._progress import report, reporting
+from loop._progress import ProgressCallback, claim
 from loop._protocols import Options, Provider, Request, ToolSpec
 from loop._state import State
 from loop._argcheck import ArgumentChecker
@@ -110,60 +110,80 @@ class Step:
         self.events.publish(TurnCompleted(turn))
         return state.append_turn(turn)
 
-    async def turn(self, state: State, options: Options | None = None) -> State:
-        opts = self._options.merge(options)
-        bus = self.events
-        if bus.has_subscribers:
-            bus.publish(TurnStarted(len(state)))
-        request = Request(self.view(state).turns, self._specs, opts)
-        tracer = tracing.current_tracer()
-        acc: Accumulator | None = None  # made at the first delta: nothing to hold while the model thinks
+    async def turn(
+        self, state: State, options: Options | None = None, *, progress: ProgressCallback | None = None
+    ) -> State:
+        """One turn on ``state``: the model's answer and, if it called tools, their results.
+
+        ``progress`` is awaited with the partial state when the model's turn called tools (before they run),
+        and with "cancelled" results if the turn is interrupted while they run (see ``on_progress``, which
+        sets it for every step run in a block). Without it, the enclosing ``on_progress`` callback is used,
+        unless an outer step is already reporting to it: the tools of a turn that reports may run other
+        agents, whose steps never report into this conversation.
+        """
+        held = None
+        if progress is None:
+            held = claim()
+            if held is not None:
+                progress = held.callback
         try:
-            with _chat_span(tracer, opts) as span:
-                stream = self._provider.stream(request)
-                # (bound methods are looked up when needed, not held across the stream's awaits)
-                try:
-                    async for delta in stream:
-                        if acc is None:
-                            acc = Accumulator()
-                        acc.add(delta)
-                        bus.publish(delta)
-                except BaseException:
-                    aclose = getattr(stream, "aclose", None)
-                    if aclose is not None:
-                        # Release the provider's connection even when the turn is being cancelled.
-                        with anyio.CancelScope(shield=True):
-                            await aclose()
-                    raise
-                # An async generator that ran to its end is closed already (its frame is gone).
-                if getattr(stream, "ag_frame", True) is not None:
-                    aclose = getattr(stream, "aclose", None)
-                    if aclose is not None:
-                        await aclose()
-                if acc is None:
-                    acc = Accumulator()
-                turn = acc.turn(opts.model)
-                if tracer is not None:
-                    _record_usage(span, turn, acc.finish)
-        except BaseException as exc:
-            bus.publish(TurnFailed(exc))
-            raise
-        state = state.append_turn(turn)
-        if bus.has_subscribers:
-            bus.publish(TurnCompleted(turn))
-        calls = turn.tool_calls
-        if calls:
-            if reporting():
-                await report(state)
-            results = await self._run_tools(state, calls, tracer, disabled=opts.tool_choice == "none")
-            tool_turn = Turn(Role.TOOL, results)
-            state = state.append_turn(tool_turn)
+            opts = self._options.merge(options)
+            bus = self.events
             if bus.has_subscribers:
-                bus.publish(TurnCompleted(tool_turn))
-        return state
+                bus.publish(TurnStarted(len(state)))
+            request = Request(self.view(state).turns, self._specs, opts)
+            tracer = tracing.current_tracer()
+            acc: Accumulator | None = None  # made at the first delta: nothing to hold while the model thinks
+            try:
+                with _chat_span(tracer, opts) as span:
+                    stream = self._provider.stream(request)
+                    # (bound methods are looked up when needed, not held across the stream's awaits)
+                    try:
+                        async for delta in stream:
+                            if acc is None:
+                                acc = Accumulator()
+                            acc.add(delta)
+                            bus.publish(delta)
+                    except BaseException:
+                        aclose = getattr(stream, "aclose", None)
+                        if aclose is not None:
+                            # Release the provider's connection even when the turn is being cancelled.
+                            with anyio.CancelScope(shield=True):
+                                await aclose()
+                        raise
+                    # An async generator that ran to its end is closed already (its frame is gone).
+                    if getattr(stream, "ag_frame", True) is not None:
+                        aclose = getattr(stream, "aclose", None)
+                        if aclose is not None:
+                            await aclose()
+                    if acc is None:
+                        acc = Accumulator()
+                    turn = acc.turn(opts.model)
+                    if tracer is not None:
+                        _record_usage(span, turn, acc.finish)
+            except BaseException as exc:
+                bus.publish(TurnFailed(exc))
+                raise
+            state = state.append_turn(turn)
+            if bus.has_subscribers:
+                bus.publish(TurnCompleted(turn))
+            calls = turn.tool_calls
+            if calls:
+                if progress is not None:
+                    await progress(state)
+                results = await self._run_tools(state, calls, tracer, progress, disabled=opts.tool_choice == "none")
+                tool_turn = Turn(Role.TOOL, results)
+                state = state.append_turn(tool_turn)
+                if bus.has_subscribers:
+                    bus.publish(TurnCompleted(tool_turn))
+            return state
+        finally:
+            if held is not None:
+                held.held = False
 
     async def _run_tools(
-        self, state: State, calls: tuple[ToolCall, ...], tracer: Any, *, disabled: bool
+        self, state: State, calls: tuple[ToolCall, ...], tracer: Any, progress: ProgressCallback | None, *,
+        disabled: bool,
     ) -> tuple[ToolResult, ...]:
         results: list[ToolResult | None] = [None] * len(calls)
 
@@ -183,9 +203,9 @@ class Step:
             answered = Turn(Role.TOOL, [r if r is not None else _error(c, CANCELLED) for r, c in zip(results, calls)])
             self.events.publish(TurnCompleted(answered))
             self.events.publish(TurnFailed(exc))
-            if reporting():
+            if progress is not None:
                 with anyio.CancelScope(shield=True):
-                    await report(state.append_turn(answered))
+                    await progress(state.append_turn(answered))
             raise
         return tuple(results)  # type: ignore[arg-type]
 

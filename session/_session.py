@@ -19,6 +19,7 @@ from loop import (
     Part,
     Role,
     State,
+    Step,
     Text,
     ToolResult,
     TurnExecutor,
@@ -26,6 +27,7 @@ from loop import (
     on_progress,
     tracing,
 )
+from loop._wake import Wake
 from session._events import (
     Interrupted,
     MessageFailed,
@@ -51,7 +53,7 @@ class SessionClosed(LoopError):
 
 
 class _Message:
-    """A queued message. Its ``done`` event is made only when someone waits for it (``ask``)."""
+    """A queued message. Its ``done`` wake-up is made only when someone waits for it (``ask``)."""
 
     __slots__ = ("id", "parts", "result", "finished", "_done")
 
@@ -60,13 +62,13 @@ class _Message:
         self.parts = parts
         self.result: State | BaseException | None = None
         self.finished = False
-        self._done: anyio.Event | None = None
+        self._done: Wake | None = None
 
     @property
-    def done(self) -> anyio.Event:
-        """Set once the message is finished (answered, failed or dropped)."""
+    def done(self) -> Wake:
+        """Set once the message is finished (answered, failed or dropped); one task may wait on it."""
         if self._done is None:
-            self._done = anyio.Event()
+            self._done = Wake()
             if self.finished:
                 self._done.set()
         return self._done
@@ -104,8 +106,12 @@ class _Persisting:
     async def turn(self, state: State, options: Any = None) -> State:
         # The step reports the assistant's turn before its tools run, and the "cancelled" results if it is
         # interrupted while they run; both are stored, so the stored history is what happened and valid.
-        with on_progress(self._report):
-            out = await self._session.step.turn(state, options)
+        step = self._session.step
+        if type(step) is Step:
+            out = await step.turn(state, options, progress=self._report)
+        else:
+            with on_progress(self._report):  # any other executor: the steps it runs report through the context
+                out = await step.turn(state, options)
         await self._session._persist(out)
         return out
 
@@ -148,8 +154,7 @@ class Session:
         self._queue_size = queue_size
         # The FIFO the worker reads; ``_wake`` is set when the worker waits on an empty queue.
         self._queue: deque[_Message] = deque()
-        self._wake: anyio.Event | None = None
-        self._event_type: type[anyio.Event] | None = None
+        self._wake: Wake | None = None
         self._waiting = 0
         self._pending: dict[str, _Message] = {}
         # Message ids: a random prefix per session, then a counter (cheaper than fresh randomness per message).
@@ -160,7 +165,7 @@ class Session:
         self._scope: anyio.CancelScope | None = None  # the scope the worker processes messages in
         # A FIFO lock over store writes, made of a flag while uncontended (the usual case).
         self._writing = False
-        self._write_waiters: deque[anyio.Event] | None = None
+        self._write_waiters: deque[Wake] | None = None
         # MemoryStore.append never suspends, so nothing can interrupt it: its writes need no shield.
         self._append_at_once = getattr(type(store), "append", None) is MemoryStore.append
         self.last_active = time.monotonic()
@@ -205,7 +210,7 @@ class Session:
         message_id = self.send(message)
         item = self._pending[message_id]
         if not item.finished:
-            await item.done.wait()
+            await item.done
         if isinstance(item.result, BaseException):
             raise item.result
         if item.result is None:
@@ -252,14 +257,9 @@ class Session:
                 elif self.closed:
                     return
                 else:
-                    # Made straight from the backend's class after the first: the worker stays on one loop.
-                    if self._event_type is None:
-                        self._wake = wake = anyio.Event()
-                        self._event_type = type(wake)
-                    else:
-                        self._wake = wake = self._event_type()
+                    self._wake = wake = Wake()
                     try:
-                        await wake.wait()
+                        await wake
                     finally:
                         self._wake = None
         finally:
@@ -367,12 +367,12 @@ class Session:
 
     async def _wait_to_write(self) -> None:
         """Wait until the writes under way or queued before this one are done; this one then holds the turn."""
-        waiter = anyio.Event()
+        waiter = Wake()
         if self._write_waiters is None:
             self._write_waiters = deque()
         self._write_waiters.append(waiter)
         try:
-            await waiter.wait()
+            await waiter
         except BaseException:
             if waiter.is_set():
                 self._end_write()  # the turn was handed over just as this write was cancelled: pass it on

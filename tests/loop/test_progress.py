@@ -94,6 +94,59 @@ async def test_a_turn_cancelled_while_tools_run_reports_the_answered_calls() -> 
     assert h.is_error and "cancelled" in h.content
 
 
+async def test_progress_can_be_given_to_the_turn_itself() -> None:
+    reported: list[State] = []
+
+    async def record(state: State) -> None:
+        reported.append(state)
+
+    step = Step(Scripted([[tool_call("add", {"a": 1, "b": 2})]]), tools=[add])
+    state = await step.turn(START, progress=record)
+    assert [len(s) for s in reported] == [2] and len(state) == 3
+
+
+def delegating_step() -> Step:
+    """A step whose one tool runs a sub-agent: two turns of another step, on a conversation of its own."""
+    inner = Step(Scripted([[tool_call("add", {"a": 2, "b": 2})], "four"]), tools=[add])
+
+    @tool
+    async def delegate(question: str) -> str:
+        """Ask a sub-agent."""
+        state = await inner.turn(State().append(Role.USER, Text(question)))
+        state = await inner.turn(state)
+        return state.answer
+
+    return Step(Scripted([[tool_call("delegate", {"question": "2+2?"})], [tool_call("add", {"a": 0, "b": 1})]]),
+                tools=[delegate, add])
+
+
+@pytest.mark.parametrize("given", ["on_progress", "progress="])
+async def test_steps_run_by_a_tool_do_not_report_into_the_outer_conversation(given: str) -> None:
+    """The sub-agent's conversation must not be reported as the outer one's progress: a session would
+    store it as its history."""
+    reported: list[State] = []
+
+    async def record(state: State) -> None:
+        reported.append(state)
+
+    step = delegating_step()
+    if given == "on_progress":
+        with on_progress(record):
+            state = await step.turn(START)
+            await step.turn(state)  # the next turn in the same block reports again
+        assert [len(s) for s in reported] == [2, 4]
+    else:
+        state = await step.turn(START, progress=record)
+        assert [len(s) for s in reported] == [2]
+    assert state[2].tool_results[0].content == "four"
+    assert [s[0].text for s in reported] == ["go"] * len(reported)
+
+
+def test_on_progress_needs_a_callable() -> None:
+    with pytest.raises(UsageError, match="async callback"):
+        on_progress("not a function")  # type: ignore[arg-type]
+
+
 def chat(n: int) -> State:
     state = State().with_meta(run="r")
     for i in range(n):

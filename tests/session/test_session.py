@@ -275,6 +275,34 @@ async def test_a_branching_processor_stores_the_branch_it_returns() -> None:
     assert stored is not None and [t.text for t in stored] == ["write", "draft two"] == [t.text for t in state]
 
 
+async def test_a_sub_agent_run_by_a_tool_never_touches_the_stored_conversation() -> None:
+    sub_step = Step(Function(lambda r: tool_call("slow", {"label": "x"}) if r.turns[-1].role is Role.USER
+                             else "sub answer"), tools=[slow])
+
+    @tool
+    async def delegate(question: str) -> str:
+        """Ask a sub-agent."""
+        return (await ReAct(sub_step).run(State().append(Role.USER, Text(question)))).answer
+
+    global release
+    release = anyio.Event()
+    release.set()
+    model = Function(lambda r: tool_call("delegate", {"question": "q"}) if r.turns[-1].role is Role.USER
+                     else r.turns[-1].tool_results[0].content.upper())
+    store = MemoryStore()
+    async with Manager(new_turn_processor(react_factory), provider=model, store=store,
+                       make_step=step_factory([delegate])) as manager:
+        session = await manager.open("s")
+        with session.events.subscribe(buffer=None) as events:
+            state = await session.ask("hello")
+            seen = await events_until(events, MessageFinished)
+    stored_events = [(e.index, e.turn.role.value) for e in seen if isinstance(e, TurnStored)]
+    assert stored_events == [(0, "user"), (1, "assistant"), (2, "tool"), (3, "assistant")]
+    assert state.answer == "SUB ANSWER"
+    stored = await store.load("s")
+    assert stored is not None and [t.text for t in stored][0] == "hello" and len(stored) == 4
+
+
 async def test_a_degraded_outcome_is_not_reported_as_a_success() -> None:
     provider = Function(lambda r: tool_call("slow", {"label": "x"}) if r.options.tool_choice != "none" else "gave up")
     global release
