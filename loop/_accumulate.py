@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from types import MappingProxyType
 from typing import Any
 
 from loop._parts import Part, Reasoning, Role, Text, ToolCall, Usage
@@ -81,7 +82,19 @@ class Accumulator:
                 parts.append(ToolCall(call.id or f"call_{uuid.uuid4().hex[:16]}", call.name or "", "".join(call.fragments)))
         if self._usage is not None:
             parts.append(self._usage)
-        meta: Any = EMPTY
-        if self.finish is not None or model is not None:
-            meta = {k: v for k, v in (("finish_reason", self.finish), ("model", model)) if v is not None}
-        return Turn(Role.ASSISTANT, parts, meta)
+        return Turn(Role.ASSISTANT, parts, _meta(self.finish, model))
+
+
+_METAS: dict[tuple[str | None, str | None], Any] = {(None, None): EMPTY}
+
+
+def _meta(finish: str | None, model: str | None) -> Any:
+    """The assistant turn's meta. A turn's meta is read-only, so turns that agree share one (a long chat
+    holds one per distinct finish reason and model, not one per turn); the cache stays small."""
+    key = (finish, model)
+    meta = _METAS.get(key)
+    if meta is None:
+        meta = MappingProxyType({k: v for k, v in (("finish_reason", finish), ("model", model)) if v is not None})
+        if len(_METAS) < 256:  # finish reasons and model names are few; a provider inventing them is not
+            _METAS[key] = meta
+    return meta

@@ -6,11 +6,11 @@ from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any
 
-import anyio
 import attrs
 
 from loop._parts import ToolCall, ToolResult
 from loop._turn import Turn
+from loop._wake import Wake
 from loop.errors import UsageError
 
 
@@ -67,8 +67,7 @@ class Subscription:
         self._buffer = buffer
         self._queue: deque[Any] = deque()
         self._dropped = 0
-        self._wake: anyio.Event | None = None
-        self._event_type: type[anyio.Event] | None = None
+        self._wake: Wake | None = None
         self.closed = False
 
     def _offer(self, event: Any) -> None:
@@ -84,15 +83,6 @@ class Subscription:
         if wake is not None:
             self._wake = None
             wake.set()
-
-    def _new_event(self) -> anyio.Event:
-        # anyio.Event() looks the event loop's backend up on every call; a subscription waits on the same
-        # loop each time, so it makes the first one that way and later ones straight from its class.
-        if self._event_type is None:
-            event = anyio.Event()
-            self._event_type = type(event)
-            return event
-        return self._event_type()
 
     def drain(self) -> list[Any]:
         """Every buffered event, without waiting; the buffer is left empty."""
@@ -121,8 +111,8 @@ class Subscription:
                 return EventsDropped(dropped)
             if self.closed:
                 raise StopAsyncIteration
-            self._wake = wake = self._new_event()
-            await wake.wait()
+            self._wake = wake = Wake()
+            await wake
         return self._queue.popleft()
 
     def __enter__(self) -> Subscription:
