@@ -128,6 +128,18 @@ async def test_finish_reason_and_model_land_in_turn_meta() -> None:
     assert state.last.meta == {"finish_reason": "length", "model": "m-1"}
 
 
+async def test_assistant_turns_that_agree_share_one_read_only_meta() -> None:
+    step = Step(Scripted(["one", "two", "three"]))
+    first = await step.turn(START)
+    second = await step.turn(first.append(Role.USER, Text("more")))
+    other = await Step(Scripted(["x"]), options=Options(model="m-2")).turn(START)
+    assert first.last is not None and second.last is not None and other.last is not None
+    assert first.last.meta is second.last.meta and first.last.meta == {"finish_reason": "stop"}
+    assert other.last.meta == {"finish_reason": "stop", "model": "m-2"}
+    with pytest.raises(TypeError):
+        first.last.meta["finish_reason"] = "changed"  # type: ignore[index]
+
+
 async def test_no_finish_and_no_model_leave_meta_empty() -> None:
     async def bare(request: Request) -> AsyncIterator[Any]:
         yield TextDelta("x")
