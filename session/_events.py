@@ -43,7 +43,8 @@ class MessageFailed:
 
 @attrs.frozen
 class Interrupted:
-    """The current message was interrupted; ``dropped`` queued messages were discarded."""
+    """An interrupt took effect: ``message_id`` was cut short (``None`` when no message was running, or it
+    finished just as the interrupt came), and ``dropped`` queued messages were discarded."""
 
     message_id: str | None
     dropped: int

@@ -250,18 +250,8 @@ class Session:
         """Process messages until the session is closed. Run it in a task group."""
         try:
             await self._repair()
-            queue = self._queue
-            while True:
-                if queue:
-                    await self._process_queued()
-                elif self.closed:
-                    return
-                else:
-                    self._wake = wake = Wake()
-                    try:
-                        await wake
-                    finally:
-                        self._wake = None
+            while not self.closed:
+                await self._serve_until_interrupted()
         finally:
             # Nothing serves this session any more: refuse new messages, and release anyone waiting.
             self.closed = True
@@ -281,19 +271,30 @@ class Session:
             results = [ToolResult(c.id, c.name, f"error: {INTERRUPTED}", is_error=True) for c in pending]
             await self._persist(self._stored.append(Role.TOOL, *results))
 
-    async def _process_queued(self) -> None:
-        """Process the waiting messages in order. They share one cancel scope (``interrupt`` cancels it),
-        and a scope that has been cancelled serves no further message: the next ones get a fresh one."""
+    async def _serve_until_interrupted(self) -> None:
+        """Process messages in order as they come, until the session is closed or interrupted. They share one
+        cancel scope (``interrupt`` cancels it); a cancelled scope serves no further message, so after an
+        interrupt the worker comes back here with a fresh one."""
         queue = self._queue
         with anyio.CancelScope() as scope:
             self._scope = scope
-            while queue and not scope.cancel_called:
-                item = queue.popleft()
-                self._waiting -= 1
-                await self._process(item)
+            while not scope.cancel_called:
+                if queue:
+                    item = queue.popleft()
+                    self._waiting -= 1
+                    await self._process(item)
+                elif self.closed:
+                    break
+                else:
+                    self._wake = wake = Wake()
+                    try:
+                        await wake
+                    finally:
+                        self._wake = None
         self._scope = None
-        if scope.cancelled_caught:
-            # The message being processed was interrupted; the turns it completed are stored.
+        if scope.cancel_called:
+            # Interrupted: the message being processed, if it had not finished, stopped with the turns it
+            # completed stored. (An interrupt can land just as a message finishes: nothing was cut short then.)
             item, self._current = self._current, None
             self.last_active = time.monotonic()
             if item is not None:

@@ -219,6 +219,37 @@ async def test_a_store_failure_fails_the_message_without_half_writing() -> None:
     assert stored.turns == state.turns
 
 
+async def test_an_interrupt_landing_during_the_last_write_still_reports_and_leaves_the_session_usable() -> None:
+    """The answer's write is shielded, so the message finishes anyway; the interrupt is still answered
+    with ``Interrupted`` (nothing cut short) and the next message is served normally."""
+
+    class Slow(MemoryStore):
+        writing = anyio.Event()
+        go_on = anyio.Event()
+
+        async def append(self, session_id, start, turns, meta):  # type: ignore[no-untyped-def]
+            if turns[-1].role is Role.ASSISTANT and not self.go_on.is_set():
+                self.writing.set()
+                await self.go_on.wait()
+            await super().append(session_id, start, turns, meta)
+
+    store = Slow()
+    async with Manager(new_turn_processor(react_factory), provider=Function(echo_model), store=store) as manager:
+        session = await manager.open("s")
+        with session.events.subscribe(buffer=None) as events:
+            session.send("one")
+            with anyio.fail_after(5):
+                await store.writing.wait()
+            assert session.interrupt() == 0
+            store.go_on.set()
+            seen = await events_until(events, Interrupted)
+            assert [type(e).__name__ for e in seen if isinstance(e, (MessageFinished, Interrupted))] == [
+                "MessageFinished", "Interrupted"]
+            assert seen[-1].message_id is None and seen[-1].dropped == 0
+            state = await session.ask("two")
+    assert [t.text for t in state] == ["one", "ONE", "two", "TWO"]
+
+
 async def test_a_full_queue_is_refused_clearly() -> None:
     global release
     release = anyio.Event()
