@@ -11,8 +11,15 @@ Routes (every one but ``/healthz`` and ``/openapi.json`` needs ``Authorization: 
     GET    /openapi.json, GET /healthz
     POST   /v1/chat/completions, GET /v1/models    the OpenAI-compatible API (see ``session._openai_api``)
 
-A session belongs to the token that opened it; to any other token it does not exist (404). Errors are JSON:
-``{"error": {"type": "...", "message": "..."}}``.
+A session belongs to the token that opened it; to any other token it does not exist (404). Each token's
+sessions live in a namespace of their own: the manager and its store know a session as ``<owner>:<id>``,
+where the owner is a digest of the token, so ownership needs no table and outlives a restart: with a durable
+store, the same token reaches the same conversation after the server restarts (its event numbering starts
+again; a reader asking for an id from the old run gets the new events from the start). Closing a session
+(``DELETE``, or the manager closing it when idle) keeps its conversation: the next request naming it reopens
+it. A session no message was ever sent to has nothing stored, and does not survive a restart.
+
+Errors are JSON: ``{"error": {"type": "...", "message": "..."}}``.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import secrets
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -48,6 +56,7 @@ __all__ = ["HTTPConduit"]
 _log = tracing.logger("session.http")
 OPEN_PATHS = ("/healthz", "/openapi.json")
 _EVENT_ID = re.compile(r"[0-9]{1,18}")
+MAX_KEY = 200  # the longest session id a store takes
 
 
 def _check_tokens(token: str | Sequence[str] | None) -> tuple[str, ...] | None:
@@ -72,12 +81,18 @@ def _frame(item: Any) -> str:
     return f"id: {item.id}\nevent: {item.type}\ndata: {item.data}\n\n"
 
 
+def session_key(owner: str, session_id: str) -> str:
+    """The id the manager and its store know a token's session ``session_id`` by: in the owner's namespace."""
+    return f"{owner}:{session_id}"
+
+
 @attrs.define(eq=False)
 class _Owned:
-    """A session this app opened: its id, the owner (token) it belongs to, and its event log."""
+    """A session in use through this app: the manager's id for it (``key``), the id its client uses, and its
+    event log."""
 
+    key: str
     id: str
-    owner: str
     log: EventLog
 
 
@@ -89,17 +104,12 @@ class _Api:
         self.group = group
         self.keepalive = keepalive
         self.log_size = log_size
-        self.sessions: dict[str, _Owned] = {}
-        self.named: dict[str, str] = {}  # sessions named through the OpenAI API's X-Session-Id, by owner
+        self.sessions: dict[str, _Owned] = {}  # by key
 
-    def may_use(self, request: Request, session_id: str) -> bool:
-        """Whether the request's token may use a session named through the OpenAI-compatible API: a session
-        belongs to the first token that names it, and one created through /sessions to its creator."""
-        owner = request.state.owner
-        owned = self.sessions.get(session_id)
-        if owned is not None:
-            return owned.owner == owner
-        return self.named.setdefault(session_id, owner) == owner
+    @staticmethod
+    def key(request: Request, session_id: str) -> str:
+        """The manager's id for the session the request's token calls ``session_id``."""
+        return session_key(request.state.owner, session_id)
 
     def close(self) -> None:
         """End every event stream and stop recording (the app is going away)."""
@@ -108,16 +118,32 @@ class _Api:
 
     # -- helpers ------------------------------------------------------------------------------------------
 
-    def _owned(self, request: Request) -> _Owned:
+    async def _owned(self, request: Request) -> _Owned:
+        """The session the path names, for the request's token: in use here, open in the manager (opened
+        through the OpenAI-compatible API), or stored (closed, or from before a restart); else 404."""
         session_id = request.path_params["id"]
-        owned = self.sessions.get(session_id)
-        if owned is None or owned.owner != request.state.owner:
-            raise Problem(404, "not_found", f"no session {session_id!r}")
+        key = self.key(request, session_id)
+        owned = self.sessions.get(key)
+        if owned is not None:
+            return owned
+        session = self.manager.get(key)
+        if session is None or session.closed:
+            if len(key) > MAX_KEY or await self.manager.store.load(key) is None:
+                raise Problem(404, "not_found", f"no session {session_id!r}")
+            session = await self.manager.open(key)
+        owned = self.sessions.get(key)  # another request may have taken it up while the store was read
+        if owned is None:
+            owned = self._track(key, session_id, session)
+        return owned
+
+    def _track(self, key: str, session_id: str, session: Session) -> _Owned:
+        owned = self.sessions[key] = _Owned(key, session_id, EventLog(session.events, size=self.log_size))
+        self.group.start_soon(owned.log.run)
         return owned
 
     def _open(self, owned: _Owned) -> Session | None:
         """The session if it is open, with its log following its events (it may have been reopened)."""
-        session = self.manager.get(owned.id)
+        session = self.manager.get(owned.key)
         if session is None or session.closed:
             return None
         if owned.log.events is not session.events:
@@ -128,7 +154,7 @@ class _Api:
         """The session, reopened from the store if the manager closed it (e.g. when it was idle)."""
         session = self._open(owned)
         if session is None:
-            session = await self.manager.open(owned.id)
+            session = await self.manager.open(owned.key)
             owned.log.attach(session.events)
         return session
 
@@ -156,21 +182,20 @@ class _Api:
         return _json(OPENAPI)
 
     async def create(self, request: Request) -> Response:
-        session = await self.manager.open()
-        log = EventLog(session.events, size=self.log_size)
-        self.sessions[session.id] = _Owned(session.id, request.state.owner, log)
-        self.group.start_soon(log.run)
-        return _json({"id": session.id}, 201, {"location": f"/sessions/{session.id}"})
+        session_id = secrets.token_urlsafe(18)
+        key = self.key(request, session_id)
+        self._track(key, session_id, await self.manager.open(key))
+        return _json({"id": session_id}, 201, {"location": f"/sessions/{session_id}"})
 
     async def delete(self, request: Request) -> Response:
-        owned = self._owned(request)
-        del self.sessions[owned.id]
-        await self.manager.close(owned.id)
+        owned = await self._owned(request)
+        del self.sessions[owned.key]
+        await self.manager.close(owned.key)
         owned.log.close()
         return Response(status_code=204)
 
     async def message(self, request: Request) -> Response:
-        owned = self._owned(request)
+        owned = await self._owned(request)
         data = await self._body(request, required=True)
         text = data.get("text")
         if not isinstance(text, str) or not text.strip():
@@ -184,7 +209,7 @@ class _Api:
         return _json({"message_id": message_id, "position": queued[0].position if queued else 0}, 202)
 
     async def interrupt(self, request: Request) -> Response:
-        owned = self._owned(request)
+        owned = await self._owned(request)
         data = await self._body(request, required=False)
         drop = data.get("drop_queued", True)
         if not isinstance(drop, bool):
@@ -194,13 +219,13 @@ class _Api:
         return _json({"dropped": dropped})
 
     async def turns(self, request: Request) -> Response:
-        owned = self._owned(request)
+        owned = await self._owned(request)
         session = self._open(owned)
-        state = session.state if session is not None else await self.manager.store.load(owned.id)
+        state = session.state if session is not None else await self.manager.store.load(owned.key)
         return _json({"id": owned.id, "turns": [] if state is None else [t.to_dict() for t in state]})
 
     async def events(self, request: Request) -> Response:
-        owned = self._owned(request)
+        owned = await self._owned(request)
         if request.method == "HEAD":  # Starlette adds HEAD to GET routes; an endless body makes no sense for it
             return Response(media_type="text/event-stream")
         # The header wins: a browser reconnects to the same URL (with its old ?after=) plus a newer header.
@@ -311,7 +336,7 @@ class HTTPConduit:
             Route(f"{session}/events", api.events, methods=["GET"]),
         ]
         if self.openai_model is not None:
-            routes += openai_routes(api.manager, model_name=self.openai_model, session_access=api.may_use,
+            routes += openai_routes(api.manager, model_name=self.openai_model, session_key=api.key,
                                     max_body_bytes=self.max_body_bytes, keepalive=self.keepalive)
         middleware = [Middleware(RequestLog), Middleware(BearerAuth, tokens=self.tokens, open_paths=OPEN_PATHS)]
         if self.rate_limit is not None:

@@ -81,21 +81,26 @@ from session._openai_request import ChatRequest, OpenAIError, parse_chat_request
 from session._session import Session
 
 SessionAccess = Callable[[Request, str], Union[bool, Awaitable[bool]]]
+SessionKey = Callable[[Request, str], str]
 _log = tracing.logger("session.openai")
 
 
 def openai_routes(manager: Manager, *, model_name: str = "agent", keep_conversations: bool = False,
                   max_body_bytes: int = 4 * 1024 * 1024, session_access: SessionAccess | None = None,
-                  keepalive: float = 15.0) -> list[Route]:
+                  session_key: SessionKey | None = None, keepalive: float = 15.0) -> list[Route]:
     """The routes of the OpenAI-compatible API over ``manager`` (see the module docstring for the semantics).
 
     ``model_name`` is the one model listed and accepted. ``session_access(request, session_id)`` (sync or
     async), if given, decides whether a request may use the session its ``X-Session-Id`` names; refused
-    requests get 404. A stream quiet for ``keepalive`` seconds (a long tool call) gets an SSE comment, so
+    requests get 404. ``session_key(request, session_id)``, if given, is the id the manager knows that session by
+    (clients only ever see their own name for it): a server with several clients puts each client's sessions
+    in a namespace of its own, so two clients naming the same session never share it, even after a restart.
+    A stream quiet for ``keepalive`` seconds (a long tool call) gets an SSE comment, so
     proxies do not close it. The manager must be entered (``async with manager:``) while requests are served.
     """
     endpoint = _Endpoint(manager, model_name=model_name, keep_conversations=keep_conversations,
-                         max_body_bytes=max_body_bytes, session_access=session_access, keepalive=keepalive)
+                         max_body_bytes=max_body_bytes, session_access=session_access, session_key=session_key,
+                         keepalive=keepalive)
     return [
         Route("/v1/chat/completions", endpoint.create, methods=["POST"]),
         Route("/v1/models", endpoint.models, methods=["GET"]),
@@ -130,7 +135,7 @@ class _Endpoint:
     """The handlers behind ``openai_routes``; each completion's own work goes to a ``Completion``."""
 
     def __init__(self, manager: Manager, *, model_name: str, keep_conversations: bool, max_body_bytes: int,
-                 session_access: SessionAccess | None, keepalive: float) -> None:
+                 session_access: SessionAccess | None, session_key: SessionKey | None, keepalive: float) -> None:
         if not callable(getattr(manager, "open", None)):
             raise UsageError(f"openai_routes needs a session Manager, got {manager!r}")
         if not isinstance(model_name, str) or not model_name:
@@ -141,11 +146,14 @@ class _Endpoint:
             raise UsageError(f"keepalive must be a positive number of seconds, got {keepalive!r}")
         if session_access is not None and not callable(session_access):
             raise UsageError(f"session_access must be a function (request, session_id) -> bool, got {session_access!r}")
+        if session_key is not None and not callable(session_key):
+            raise UsageError(f"session_key must be a function (request, session_id) -> str, got {session_key!r}")
         self.manager = manager
         self.model_name = model_name
         self.keep_conversations = bool(keep_conversations)
         self.max_body_bytes = max_body_bytes
         self.session_access = session_access
+        self.session_key = session_key
         self.keepalive = float(keepalive)
         self.created = int(time.time())
 
@@ -165,10 +173,10 @@ class _Endpoint:
     async def create(self, request: Request) -> Any:
         try:
             chat = parse_chat_request(await self._body(request), model_name=self.model_name)
-            session, fresh = await self._open(request, chat)
+            session, name = await self._open(request, chat)
         except OpenAIError as error:
             return error.response()
-        completion = Completion(self, session, chat, fresh=fresh)
+        completion = Completion(self, session, chat, name=name)
         return completion if chat.stream else await completion.respond()
 
     async def _body(self, request: Request) -> bytes:
@@ -184,20 +192,22 @@ class _Endpoint:
                 raise too_large
         return bytes(body)
 
-    async def _open(self, request: Request, chat: ChatRequest) -> tuple[Session, bool]:
+    async def _open(self, request: Request, chat: ChatRequest) -> tuple[Session, str | None]:
+        """The request's session, and the name its client gave it (``None``: a fresh one for this request)."""
         named = request.headers.get(SESSION_HEADER)
         if named is not None and not (named.strip() and len(named) <= 200):
             raise OpenAIError(400, "The X-Session-Id header must name a session in 1 to 200 characters.",
                               code="invalid_session_id")
         try:
             if named is None:
-                return await self._open_fresh("chatcmpl-" + secrets.token_urlsafe(18), chat), True
+                return await self._open_fresh("chatcmpl-" + secrets.token_urlsafe(18), chat), None
             allowed = True if self.session_access is None else self.session_access(request, named)
             if inspect.isawaitable(allowed):
                 allowed = await allowed
             if not allowed:
                 raise OpenAIError(404, f"No session {named!r} is available to you.", code="session_not_found")
-            return await self.manager.open(named, history=chat.history), False
+            key = named if self.session_key is None else self.session_key(request, named)
+            return await self.manager.open(key, history=chat.history), named
         except OpenAIError:
             raise
         except SessionLimit as exc:

@@ -82,7 +82,8 @@ class Completion:
     """One chat completion: runs the request's message in its session and answers with the outcome, as one
     JSON response (``respond``) or, called as an ASGI app, as a stream of chunks."""
 
-    def __init__(self, endpoint: _Endpoint, session: Session, chat: ChatRequest, *, fresh: bool) -> None:
+    def __init__(self, endpoint: _Endpoint, session: Session, chat: ChatRequest, *, name: str | None) -> None:
+        fresh = name is None  # a session for this request alone; else the one its client names ``name``
         self.endpoint = endpoint
         self.session = session
         self.chat = chat
@@ -93,7 +94,7 @@ class Completion:
         self.finished = False  # the whole answer went out
         self.client_gone = False
         kept = not fresh or endpoint.keep_conversations
-        self.headers = {SESSION_HEADER: session.id} if kept else {}
+        self.headers = {SESSION_HEADER: session.id if name is None else name} if kept else {}
 
     async def respond(self) -> Response:
         """Run the message and answer with a ``chat.completion`` object, or the error in OpenAI's format."""

@@ -14,10 +14,16 @@ import httpx
 from cognitive import new_turn_processor, react_factory
 from loop import Provider, Request, Tool
 from session import Manager, Store, step_factory
-from session._http import HTTPConduit
+from session._guards import owner_of
+from session._http import HTTPConduit, session_key
 
 TOKEN = "token-alpha"
 OTHER = "token-beta"
+
+
+def key(session_id: str, token: str = TOKEN) -> str:
+    """The manager's (and store's) id for the session ``token``'s client calls ``session_id``."""
+    return session_key(owner_of(token), session_id)
 
 
 def echo(request: Request) -> str:
@@ -42,6 +48,10 @@ class Served:
                                        headers=headers)
         self.stack.append(client)
         return client
+
+    def session(self, session_id: str, token: str = TOKEN) -> Any:
+        """The open session a client of ``token`` calls ``session_id`` (``None`` if it is not open)."""
+        return self.manager.get(key(session_id, token))
 
     async def aclose(self) -> None:
         for client in self.stack:

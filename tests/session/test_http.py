@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import anyio
 import pytest
 
 from loop import Request, TurnStarted, UsageError
 from provider import Function
-from session import MemoryStore, MessageFailed, StoreError
+from session import MemoryStore, MessageFailed, SQLiteStore, StoreError
 from session._conduit import Conduit
 from session._http import HTTPConduit
-from tests.session.http_helpers import OTHER, TOKEN, echo, in_process, wait_turns
+from tests.session.http_helpers import OTHER, TOKEN, echo, in_process, key, wait_turns
 
 
 def gated(gate: anyio.Event) -> Function:
@@ -26,7 +28,7 @@ def gated(gate: anyio.Event) -> Function:
 
 async def post_and_start(served, session_id: str, text: str) -> None:  # type: ignore[no-untyped-def]
     """Post a message and return once its model turn has begun (the user turn is stored by then)."""
-    with served.manager.get(session_id).events.subscribe() as events:
+    with served.session(session_id).events.subscribe() as events:
         response = await served.client().post(f"/sessions/{session_id}/messages", json={"text": text})
         assert response.status_code == 202 and response.json()["position"] == 0
         with anyio.fail_after(5):
@@ -59,7 +61,7 @@ async def test_ids_come_from_the_manager_and_are_unguessable() -> None:
     async with in_process(Function(echo)) as served:
         client = served.client()
         ids = {(await client.post("/sessions")).json()["id"] for _ in range(5)}
-        assert len(ids) == 5 and all(served.manager.get(i) is not None for i in ids)
+        assert len(ids) == 5 and all(served.session(i) is not None for i in ids)
 
 
 async def test_a_message_posted_while_a_turn_runs_is_queued() -> None:
@@ -82,7 +84,7 @@ async def test_interrupt_cancels_the_turn_and_reports_what_it_dropped() -> None:
     async with in_process(gated(gate)) as served:
         client = served.client()
         session_id = (await client.post("/sessions")).json()["id"]
-        session = served.manager.get(session_id)
+        session = served.session(session_id)
         await post_and_start(served, session_id, "wait")
         for text in ("queued one", "queued two"):
             await client.post(f"/sessions/{session_id}/messages", json={"text": text})
@@ -111,7 +113,7 @@ async def test_interrupt_can_keep_the_queue() -> None:
     assert [t["parts"][0]["text"] for t in turns] == ["wait", "kept", "KEPT"]
 
 
-async def test_delete_closes_the_session_and_keeps_its_conversation() -> None:
+async def test_delete_closes_the_session_and_the_next_request_reopens_its_conversation() -> None:
     store = MemoryStore()
     async with in_process(Function(echo), store=store) as served:
         client = served.client()
@@ -120,11 +122,40 @@ async def test_delete_closes_the_session_and_keeps_its_conversation() -> None:
         await wait_turns(client, session_id, 2)
         deleted = await client.delete(f"/sessions/{session_id}")
         assert deleted.status_code == 204 and deleted.content == b""
-        assert served.manager.get(session_id) is None
+        assert served.session(session_id) is None
+        stored = await store.load(key(session_id))
+        assert stored is not None and [t.text for t in stored] == ["keep me", "KEEP ME"]
+        turns = (await client.get(f"/sessions/{session_id}/turns")).json()
+        assert turns["id"] == session_id and [t["parts"][0]["text"] for t in turns["turns"]] == ["keep me", "KEEP ME"]
+        assert (await served.client(OTHER).get(f"/sessions/{session_id}/turns")).status_code == 404
+
+
+async def test_a_session_never_written_to_is_gone_once_closed() -> None:
+    async with in_process(Function(echo)) as served:
+        client = served.client()
+        session_id = (await client.post("/sessions")).json()["id"]
+        assert (await client.delete(f"/sessions/{session_id}")).status_code == 204
         assert (await client.get(f"/sessions/{session_id}/turns")).status_code == 404
         assert (await client.delete(f"/sessions/{session_id}")).status_code == 404
-    stored = await store.load(session_id)
-    assert stored is not None and [t.text for t in stored] == ["keep me", "KEEP ME"]
+
+
+async def test_a_token_reaches_its_sessions_after_a_restart_and_no_other_token_does(tmp_path: Path) -> None:
+    path = tmp_path / "conversations.db"
+    async with in_process(Function(echo), store=SQLiteStore(path)) as served:
+        client = served.client()
+        session_id = (await client.post("/sessions")).json()["id"]
+        await client.post(f"/sessions/{session_id}/messages", json={"text": "before"})
+        await wait_turns(client, session_id, 2)
+    async with in_process(Function(echo), store=SQLiteStore(path)) as restarted:
+        assert (await restarted.client(OTHER).get(f"/sessions/{session_id}/turns")).status_code == 404
+        assert (await restarted.client(OTHER).post(f"/sessions/{session_id}/messages",
+                                                   json={"text": "let me in"})).status_code == 404
+        client = restarted.client()
+        turns = (await client.get(f"/sessions/{session_id}/turns")).json()["turns"]
+        assert [t["parts"][0]["text"] for t in turns] == ["before", "BEFORE"]
+        assert (await client.post(f"/sessions/{session_id}/messages", json={"text": "after"})).status_code == 202
+        turns = await wait_turns(client, session_id, 4)
+    assert [t["parts"][0]["text"] for t in turns] == ["before", "BEFORE", "after", "AFTER"]
 
 
 async def test_a_session_the_manager_closed_is_reopened_with_its_conversation() -> None:
@@ -133,7 +164,7 @@ async def test_a_session_the_manager_closed_is_reopened_with_its_conversation() 
         session_id = (await client.post("/sessions")).json()["id"]
         await client.post(f"/sessions/{session_id}/messages", json={"text": "one"})
         await wait_turns(client, session_id, 2)
-        await served.manager.close(session_id)  # as the idle reaper does
+        await served.manager.close(key(session_id))  # as the idle reaper does
         assert len((await client.get(f"/sessions/{session_id}/turns")).json()["turns"]) == 2
         assert (await client.post(f"/sessions/{session_id}/interrupt")).json() == {"dropped": 0}
         assert (await client.post(f"/sessions/{session_id}/messages", json={"text": "two"})).status_code == 202
@@ -166,7 +197,7 @@ async def test_another_tokens_session_is_invisible(method: str, suffix: str, bod
         response = await theirs.request(method, f"/sessions/{session_id}{suffix}", json=body)
         assert response.status_code == 404 and error_of(response)["type"] == "not_found"
         assert (await mine.get(f"/sessions/{session_id}/turns")).status_code == 200
-        assert served.manager.get(session_id) is not None
+        assert served.session(session_id) is not None
         own = (await theirs.post("/sessions")).json()["id"]
         assert (await mine.get(f"/sessions/{own}/turns")).status_code == 404
 
@@ -213,7 +244,7 @@ async def test_a_bad_message_is_refused_and_nothing_is_queued(body: bytes, statu
         assert response.status_code == status
         error = error_of(response)
         assert error["type"] == kind and error["message"]
-        assert not served.manager.get(session_id).busy
+        assert not served.session(session_id).busy
         assert (await client.get(f"/sessions/{session_id}/turns")).json()["turns"] == []
 
 
@@ -278,7 +309,7 @@ async def test_a_store_failure_while_a_message_runs_leaves_the_stored_turns_whol
         await client.post(f"/sessions/{session_id}/messages", json={"text": "kept"})
         await wait_turns(client, session_id, 2)
         store.fail_append = True
-        with served.manager.get(session_id).events.subscribe() as events:
+        with served.session(session_id).events.subscribe() as events:
             assert (await client.post(f"/sessions/{session_id}/messages", json={"text": "lost"})).status_code == 202
             with anyio.fail_after(5):
                 failed = None
@@ -289,7 +320,7 @@ async def test_a_store_failure_while_a_message_runs_leaves_the_stored_turns_whol
         turns = (await client.get(f"/sessions/{session_id}/turns")).json()["turns"]
     assert failed is not None and failed.kind == "StoreError"
     assert [t["parts"][0]["text"] for t in turns] == ["kept", "KEPT"]
-    stored = await store.load(session_id)
+    stored = await store.load(key(session_id))
     assert stored is not None and [t.text for t in stored] == ["kept", "KEPT"]
 
 
@@ -298,11 +329,11 @@ async def test_a_store_failure_reopening_a_session_is_500_and_queues_nothing() -
     async with in_process(Function(echo), store=store) as served:
         client = served.client()
         session_id = (await client.post("/sessions")).json()["id"]
-        await served.manager.close(session_id)
+        await served.manager.close(key(session_id))
         store.fail_load = True
         response = await client.post(f"/sessions/{session_id}/messages", json={"text": "lost"})
         assert response.status_code == 500 and error_of(response)["type"] == "store_error"
-        assert served.manager.get(session_id) is None
+        assert served.session(session_id) is None
         store.fail_load = False
         assert (await client.post(f"/sessions/{session_id}/messages", json={"text": "again"})).status_code == 202
         turns = await wait_turns(client, session_id, 2)

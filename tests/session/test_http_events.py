@@ -14,7 +14,7 @@ from loop import Delta, Finish, Request, Role, TextDelta, ToolCallDelta, UsageEr
 from provider import Function, tool_call
 from session import Manager, MessageFinished, step_factory
 from session._http import HTTPConduit
-from tests.session.http_helpers import SSE, TOKEN, Frame, echo, in_process, on_socket, wait_turns
+from tests.session.http_helpers import SSE, TOKEN, Frame, echo, in_process, key, on_socket, wait_turns
 
 
 @tool
@@ -90,7 +90,7 @@ async def test_a_client_that_reconnects_gets_exactly_the_events_it_missed() -> N
             await client.post(f"/sessions/{session_id}/messages", json={"text": "add 40 and 2"})
             seen = await SSE(response).until("text_delta")
         # The client is gone; the turn goes on and its events are kept.
-        with served.manager.get(session_id).events.subscribe() as events:
+        with served.session(session_id).events.subscribe() as events:
             gate.set()
             with anyio.fail_after(10):
                 async for event in events:
@@ -181,7 +181,7 @@ async def test_events_go_on_with_rising_ids_when_a_closed_session_is_reopened() 
             sse = SSE(response)
             await client.post(f"/sessions/{session_id}/messages", json={"text": "one"})
             first = await sse.until("message_finished")
-            await served.manager.close(session_id)  # as the idle reaper does
+            await served.manager.close(key(session_id))  # as the idle reaper does
             await client.post(f"/sessions/{session_id}/messages", json={"text": "two"})
             second = await sse.until("message_finished")
     ids = [f.id for f in first + second]
@@ -260,7 +260,7 @@ async def test_serve_stops_on_cancellation_and_the_turn_goes_on() -> None:
                     await stopped.wait()
                 with pytest.raises(httpx.ConnectError):
                     await client.get("/healthz")
-        session = manager.get(session_id)
+        session = manager.get(key(session_id))
         assert session is not None
         gate.set()
         with anyio.fail_after(10):

@@ -16,7 +16,7 @@ from provider import Function
 from session._guards import RateLimit
 from session._http import HTTPConduit
 from session._openapi import OPENAPI
-from tests.session.http_helpers import OTHER, TOKEN, echo, in_process, wait_turns
+from tests.session.http_helpers import OTHER, TOKEN, echo, in_process, key, wait_turns
 
 
 async def test_a_body_over_the_limit_is_413_by_its_content_length() -> None:
@@ -50,7 +50,7 @@ async def test_a_streamed_body_over_the_limit_is_413_by_counting() -> None:
         response = await client.post(f"/sessions/{session_id}/messages", content=body())
         assert "content-length" not in response.request.headers
         assert response.status_code == 413 and response.json()["error"]["type"] == "payload_too_large"
-        assert not served.manager.get(session_id).busy
+        assert not served.session(session_id).busy
         assert (await client.get(f"/sessions/{session_id}/turns")).json()["turns"] == []
 
 

@@ -5,7 +5,8 @@ import openai
 import pytest
 
 from provider import Function
-from tests.session.http_helpers import OTHER, TOKEN, echo, in_process
+from session import MemoryStore
+from tests.session.http_helpers import OTHER, TOKEN, echo, in_process, key
 
 
 def client(served, token: str) -> openai.AsyncOpenAI:  # type: ignore[no-untyped-def]
@@ -32,23 +33,32 @@ async def test_the_openai_api_needs_a_token() -> None:
                 model="agent", messages=[{"role": "user", "content": "hello"}])
 
 
-async def test_a_named_conversation_belongs_to_the_token_that_named_it() -> None:
-    async with in_process(Function(echo)) as served:
-        mine = client(served, TOKEN)
-        await mine.chat.completions.create(model="agent", messages=[{"role": "user", "content": "one"}],
-                                           extra_headers={"X-Session-Id": "shared-name"})
-        with pytest.raises(openai.NotFoundError):
-            await client(served, OTHER).chat.completions.create(
-                model="agent", messages=[{"role": "user", "content": "two"}],
-                extra_headers={"X-Session-Id": "shared-name"})
+async def test_each_token_names_sessions_in_a_namespace_of_its_own() -> None:
+    store = MemoryStore()
+    async with in_process(Function(echo), store=store) as served:
+        mine, theirs = client(served, TOKEN), client(served, OTHER)
+        first = await mine.chat.completions.with_raw_response.create(
+            model="agent", messages=[{"role": "user", "content": "one"}], extra_headers={"X-Session-Id": "shared-name"})
+        assert first.headers["x-session-id"] == "shared-name"
+        # Another token naming the same session gets a conversation of its own, and cannot tell the first exists.
+        other = await theirs.chat.completions.create(model="agent", messages=[{"role": "user", "content": "two"}],
+                                                     extra_headers={"X-Session-Id": "shared-name"})
+        assert other.choices[0].message.content == "TWO"
         created = (await served.client().post("/sessions")).json()["id"]
-        with pytest.raises(openai.NotFoundError):
-            await client(served, OTHER).chat.completions.create(
-                model="agent", messages=[{"role": "user", "content": "three"}],
-                extra_headers={"X-Session-Id": created})
+        await theirs.chat.completions.create(model="agent", messages=[{"role": "user", "content": "three"}],
+                                             extra_headers={"X-Session-Id": created})
+        assert (await served.client().get(f"/sessions/{created}/turns")).json()["turns"] == []
         again = await mine.chat.completions.create(model="agent", messages=[{"role": "user", "content": "four"}],
                                                    extra_headers={"X-Session-Id": "shared-name"})
+        await mine.chat.completions.create(model="agent", messages=[{"role": "user", "content": "five"}],
+                                           extra_headers={"X-Session-Id": created})
+        turns = (await served.client().get(f"/sessions/{created}/turns")).json()["turns"]
     assert again.choices[0].message.content == "FOUR"
+    assert [t["parts"][0]["text"] for t in turns] == ["five", "FIVE"]
+    mine_stored = await store.load(key("shared-name", TOKEN))
+    theirs_stored = await store.load(key("shared-name", OTHER))
+    assert mine_stored is not None and [t.text for t in mine_stored] == ["one", "ONE", "four", "FOUR"]
+    assert theirs_stored is not None and [t.text for t in theirs_stored] == ["two", "TWO"]
 
 
 async def test_the_openai_api_can_be_turned_off() -> None:
