@@ -25,18 +25,27 @@ def _freeze_meta(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
 
 
 def _role(value: Any) -> Role:
+    if type(value) is Role:
+        return value  # the usual case, without the Enum lookup
     try:
         return Role(value)
     except ValueError:
         raise UsageError(f"unknown role {value!r} (expected one of {[r.value for r in Role]})") from None
 
 
+_EXACT_PARTS = frozenset(PART_TYPES)
+_NOT_PARTS = (str, *PART_TYPES)  # iterable or not, none of these is a sequence of parts
+
+
 def _parts(value: Any) -> tuple[Part, ...]:
-    if isinstance(value, (str, *PART_TYPES)) or not isinstance(value, Iterable):
+    if type(value) is tuple:
+        parts = value  # the usual case: no copy
+    elif isinstance(value, _NOT_PARTS) or not isinstance(value, Iterable):
         raise UsageError(f"a turn's parts must be a sequence of loop parts, got {value!r}")
-    parts = tuple(value)
+    else:
+        parts = tuple(value)
     for part in parts:
-        if not isinstance(part, PART_TYPES):
+        if type(part) not in _EXACT_PARTS and not isinstance(part, PART_TYPES):
             raise UsageError(f"a turn's parts must be loop parts (Text, ToolCall, ...), got {part!r}")
     return parts
 
