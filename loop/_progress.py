@@ -7,38 +7,28 @@ again, shielded from cancellation, if the turn is cancelled while its tools run 
 the calls still open). A session uses it to store the model's turn before slow tools run, and what happened
 when no state is returned at all.
 
-Only the outermost step reports: a step whose tools run another agent (a sub-agent with its own steps and its
-own conversation) holds the callback while they run, so the inner steps never report their unrelated states.
+A callback reaches the steps run in the block, and not the steps *they* run: a turn hides the enclosing
+callback from everything it runs (its provider, its tools, and any agent a tool runs, with its own steps and
+its own conversation), so inner steps never report their unrelated states into it. Steps run side by side in
+the block (in tasks of their own) each report.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 
 from loop._state import State
 from loop.errors import UsageError
 
 ProgressCallback = Callable[[State], Awaitable[None]]
-
-
-class _Claim:
-    """The callback of one ``on_progress`` block, and whether a step running in it is reporting to it."""
-
-    __slots__ = ("callback", "held")
-
-    def __init__(self, callback: ProgressCallback) -> None:
-        self.callback = callback
-        self.held = False
-
-
-_current: ContextVar[_Claim | None] = ContextVar("loop_progress", default=None)
+_callback: ContextVar[ProgressCallback | None] = ContextVar("loop_progress", default=None)
 
 
 class on_progress:  # noqa: N801 - used as a function; a class is a cheaper context manager than a generator
-    """Within the block, a step reports partial states to ``callback``; an exception it raises fails the turn.
+    """Within the block, steps report partial states to ``callback``; an exception it raises fails the turn.
 
-    For a step's own turn, not for steps its tools run (see the module notes)."""
+    For the turns of the steps run in the block, not for steps those turns run (see the module notes)."""
 
     __slots__ = ("_callback", "_token")
 
@@ -48,17 +38,22 @@ class on_progress:  # noqa: N801 - used as a function; a class is a cheaper cont
         self._callback = callback
 
     def __enter__(self) -> None:
-        self._token = _current.set(_Claim(self._callback))
+        self._token = _callback.set(self._callback)
 
     def __exit__(self, *exc_info: object) -> None:
-        _current.reset(self._token)
+        _callback.reset(self._token)
 
 
-def claim() -> _Claim | None:
-    """For a step starting a turn: this context's progress claim, now held, or ``None`` when there is none or
-    an outer step holds it. The step sets ``held = False`` when its turn ends."""
-    found = _current.get()
-    if found is None or found.held:
-        return None
-    found.held = True
-    return found
+def begin_turn(progress: ProgressCallback | None) -> tuple[ProgressCallback | None, Token[ProgressCallback | None] | None]:
+    """For a step starting a turn: the callback it reports to (``progress``, else the enclosing one), and a
+    token for ``end_turn`` when an enclosing callback was hidden from the rest of the turn."""
+    enclosing = _callback.get()
+    if enclosing is None:
+        return progress, None  # the usual case costs one lookup
+    return (enclosing if progress is None else progress), _callback.set(None)
+
+
+def end_turn(token: Token[ProgressCallback | None] | None) -> None:
+    """Undo ``begin_turn`` (in the same task, as the turn ends)."""
+    if token is not None:
+        _callback.reset(token)

@@ -13,7 +13,7 @@ from loop import tracing
 from loop._accumulate import Accumulator
 from loop._events import EventBus, ToolFinished, ToolStarted, TurnCompleted, TurnFailed, TurnStarted
 from loop._parts import Part, Role, ToolCall, ToolResult
-from loop._progress import ProgressCallback, claim
+from loop._progress import ProgressCallback, begin_turn, end_turn
 from loop._protocols import Options, Provider, Request, ToolSpec
 from loop._state import State
 from loop._argcheck import ArgumentChecker
@@ -116,16 +116,11 @@ class Step:
         """One turn on ``state``: the model's answer and, if it called tools, their results.
 
         ``progress`` is awaited with the partial state when the model's turn called tools (before they run),
-        and with "cancelled" results if the turn is interrupted while they run (see ``on_progress``, which
-        sets it for every step run in a block). Without it, the enclosing ``on_progress`` callback is used,
-        unless an outer step is already reporting to it: the tools of a turn that reports may run other
-        agents, whose steps never report into this conversation.
+        and with "cancelled" results if the turn is interrupted while they run. Without it, the callback of
+        the enclosing ``on_progress`` block is used. Either way the turn hides that callback from what it
+        runs: its tools may run other agents, whose steps must never report into this conversation.
         """
-        held = None
-        if progress is None:
-            held = claim()
-            if held is not None:
-                progress = held.callback
+        progress, hidden = begin_turn(progress)
         try:
             opts = self._options.merge(options)
             bus = self.events
@@ -178,8 +173,7 @@ class Step:
                     bus.publish(TurnCompleted(tool_turn))
             return state
         finally:
-            if held is not None:
-                held.held = False
+            end_turn(hidden)
 
     async def _run_tools(
         self, state: State, calls: tuple[ToolCall, ...], tracer: Any, progress: ProgressCallback | None, *,

@@ -142,6 +142,36 @@ async def test_steps_run_by_a_tool_do_not_report_into_the_outer_conversation(giv
     assert [s[0].text for s in reported] == ["go"] * len(reported)
 
 
+async def test_a_turn_given_its_own_callback_still_hides_the_enclosing_one_from_its_tools() -> None:
+    enclosing: list[State] = []
+    own: list[State] = []
+
+    async def record_enclosing(state: State) -> None:
+        enclosing.append(state)
+
+    async def record_own(state: State) -> None:
+        own.append(state)
+
+    with on_progress(record_enclosing):
+        await delegating_step().turn(START, progress=record_own)
+    assert [s[0].text for s in own] == ["go"] and enclosing == []
+
+
+async def test_steps_run_side_by_side_in_a_block_each_report() -> None:
+    reported: list[State] = []
+
+    async def record(state: State) -> None:
+        reported.append(state)
+
+    first = Step(Scripted([[tool_call("add", {"a": 1, "b": 1})]]), tools=[add])
+    second = Step(Scripted([[tool_call("add", {"a": 2, "b": 2})]]), tools=[add])
+    with on_progress(record):
+        async with anyio.create_task_group() as group:
+            group.start_soon(first.turn, START)
+            group.start_soon(second.turn, START)
+    assert sorted(s[-1].tool_calls[0].arguments for s in reported) == ['{"a": 1, "b": 1}', '{"a": 2, "b": 2}']
+
+
 def test_on_progress_needs_a_callable() -> None:
     with pytest.raises(UsageError, match="async callback"):
         on_progress("not a function")  # type: ignore[arg-type]
