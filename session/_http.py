@@ -56,7 +56,7 @@ __all__ = ["HTTPConduit"]
 _log = tracing.logger("session.http")
 OPEN_PATHS = ("/healthz", "/openapi.json")
 _EVENT_ID = re.compile(r"[0-9]{1,18}")
-MAX_KEY = 200  # the longest session id a store takes
+MAX_NAME = 200  # the longest session id a client may use (the manager's id adds the owner's namespace)
 
 
 def _check_tokens(token: str | Sequence[str] | None) -> tuple[str, ...] | None:
@@ -128,7 +128,7 @@ class _Api:
             return owned
         session = self.manager.get(key)
         if session is None or session.closed:
-            if len(key) > MAX_KEY or await self.manager.store.load(key) is None:
+            if len(session_id) > MAX_NAME or await self.manager.store.load(key) is None:
                 raise Problem(404, "not_found", f"no session {session_id!r}")
             session = await self.manager.open(key)
         owned = self.sessions.get(key)  # another request may have taken it up while the store was read

@@ -173,10 +173,10 @@ class _Endpoint:
     async def create(self, request: Request) -> Any:
         try:
             chat = parse_chat_request(await self._body(request), model_name=self.model_name)
-            session, name = await self._open(request, chat)
+            session, name, fresh = await self._open(request, chat)
         except OpenAIError as error:
             return error.response()
-        completion = Completion(self, session, chat, name=name)
+        completion = Completion(self, session, chat, name=name, fresh=fresh)
         return completion if chat.stream else await completion.respond()
 
     async def _body(self, request: Request) -> bytes:
@@ -192,22 +192,23 @@ class _Endpoint:
                 raise too_large
         return bytes(body)
 
-    async def _open(self, request: Request, chat: ChatRequest) -> tuple[Session, str | None]:
-        """The request's session, and the name its client gave it (``None``: a fresh one for this request)."""
+    async def _open(self, request: Request, chat: ChatRequest) -> tuple[Session, str, bool]:
+        """The request's session, the name its client knows it by, and whether it is a fresh one for this
+        request (named ``chatcmpl-...``) rather than the one the client named."""
         named = request.headers.get(SESSION_HEADER)
         if named is not None and not (named.strip() and len(named) <= 200):
             raise OpenAIError(400, "The X-Session-Id header must name a session in 1 to 200 characters.",
                               code="invalid_session_id")
         try:
             if named is None:
-                return await self._open_fresh("chatcmpl-" + secrets.token_urlsafe(18), chat), None
+                name = "chatcmpl-" + secrets.token_urlsafe(18)
+                return await self._open_fresh(self._key(request, name), chat), name, True
             allowed = True if self.session_access is None else self.session_access(request, named)
             if inspect.isawaitable(allowed):
                 allowed = await allowed
             if not allowed:
                 raise OpenAIError(404, f"No session {named!r} is available to you.", code="session_not_found")
-            key = named if self.session_key is None else self.session_key(request, named)
-            return await self.manager.open(key, history=chat.history), named
+            return await self.manager.open(self._key(request, named), history=chat.history), named, False
         except OpenAIError:
             raise
         except SessionLimit as exc:
@@ -216,6 +217,9 @@ class _Endpoint:
             _log.warning("could not open a session", error=repr(exc))
             raise OpenAIError(500, f"Could not open a session: {exc}", type="server_error",
                               code="session_unavailable") from exc
+
+    def _key(self, request: Request, name: str) -> str:
+        return name if self.session_key is None else self.session_key(request, name)
 
     async def _open_fresh(self, session_id: str, chat: ChatRequest) -> Session:
         try:

@@ -82,19 +82,20 @@ class Completion:
     """One chat completion: runs the request's message in its session and answers with the outcome, as one
     JSON response (``respond``) or, called as an ASGI app, as a stream of chunks."""
 
-    def __init__(self, endpoint: _Endpoint, session: Session, chat: ChatRequest, *, name: str | None) -> None:
-        fresh = name is None  # a session for this request alone; else the one its client names ``name``
+    def __init__(self, endpoint: _Endpoint, session: Session, chat: ChatRequest, *, name: str, fresh: bool) -> None:
+        # ``fresh``: a session for this request alone, named after the completion; else the one the client
+        # names ``name`` (the session's own id may be that name in a namespace: see ``session_key``).
         self.endpoint = endpoint
         self.session = session
         self.chat = chat
         self.fresh = fresh
-        self.id = session.id if fresh else "chatcmpl-" + secrets.token_urlsafe(18)
+        self.id = name if fresh else "chatcmpl-" + secrets.token_urlsafe(18)
         self.created = int(time.time())
         self.run = _Run(session, chat.message)
         self.finished = False  # the whole answer went out
         self.client_gone = False
         kept = not fresh or endpoint.keep_conversations
-        self.headers = {SESSION_HEADER: session.id if name is None else name} if kept else {}
+        self.headers = {SESSION_HEADER: name} if kept else {}
 
     async def respond(self) -> Response:
         """Run the message and answer with a ``chat.completion`` object, or the error in OpenAI's format."""

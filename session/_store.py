@@ -36,9 +36,13 @@ class Store(Protocol):
     async def append(self, session_id: str, start: int, turns: Sequence[Turn], meta: Mapping[str, Any]) -> None: ...
 
 
+MAX_SESSION_ID = 256  # room for a client's name of up to 200 characters in a namespace (see HTTPConduit)
+
+
 def check_session_id(session_id: Any) -> str:
-    if not isinstance(session_id, str) or not session_id or len(session_id) > 200:
-        raise UsageError(f"a session id is a non-empty string of at most 200 characters, got {session_id!r}")
+    if not isinstance(session_id, str) or not session_id or len(session_id) > MAX_SESSION_ID:
+        raise UsageError(f"a session id is a non-empty string of at most {MAX_SESSION_ID} characters, "
+                         f"got {session_id!r}"[:400])
     return session_id
 
 

@@ -61,6 +61,19 @@ async def test_each_token_names_sessions_in_a_namespace_of_its_own() -> None:
     assert theirs_stored is not None and [t.text for t in theirs_stored] == ["two", "TWO"]
 
 
+async def test_session_names_of_up_to_200_characters_work_and_longer_ones_are_refused_clearly() -> None:
+    async with in_process(Function(echo)) as served:
+        longest = "n" * 200
+        answer = await client(served, TOKEN).chat.completions.create(
+            model="agent", messages=[{"role": "user", "content": "hi"}], extra_headers={"X-Session-Id": longest})
+        assert answer.choices[0].message.content == "HI"
+        assert (await served.client().get(f"/sessions/{longest}/turns")).status_code == 200
+        with pytest.raises(openai.BadRequestError, match="1 to 200 characters"):
+            await client(served, TOKEN).chat.completions.create(
+                model="agent", messages=[{"role": "user", "content": "hi"}], extra_headers={"X-Session-Id": "n" * 201})
+        assert (await served.client().get(f"/sessions/{'n' * 201}/turns")).status_code == 404
+
+
 async def test_the_openai_api_can_be_turned_off() -> None:
     async with in_process(Function(echo), openai_model=None) as served:
         response = await served.client().post("/v1/chat/completions", json={"messages": []})

@@ -315,6 +315,20 @@ async def test_kept_conversations_are_named_in_the_response() -> None:
     assert stored is not None and [t.text for t in stored] == ["hello there", "HELLO THERE"]
 
 
+async def test_names_given_out_lead_back_to_their_conversation_through_a_session_key() -> None:
+    """With ``session_key`` the manager knows sessions by their key; clients only ever see their names."""
+    async with serving(Function(echo), keep_conversations=True,
+                       session_key=lambda request, name: f"ns:{name}") as s:
+        raw = await s.client.chat.completions.with_raw_response.create(model="agent", messages=ASK)
+        name = raw.headers["x-session-id"]
+        again = await s.client.chat.completions.with_raw_response.create(
+            model="agent", messages=[{"role": "user", "content": "more"}], extra_headers={"X-Session-Id": name})
+        stored = await s.store.load(f"ns:{name}")
+    assert name.startswith("chatcmpl-") and name == raw.parse().id
+    assert again.headers["x-session-id"] == name
+    assert stored is not None and [t.text for t in stored] == ["hello there", "HELLO THERE", "more", "MORE"]
+
+
 async def test_the_streamed_content_always_ends_with_the_final_answer() -> None:
     async def replayed(executor: Any, state: Any) -> Any:  # like a cache: the answer is never streamed
         return await executor.submit(state, Role.ASSISTANT, Text("from the cache"))

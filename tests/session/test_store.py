@@ -122,7 +122,7 @@ async def test_an_unwritable_path_is_a_store_error(tmp_path: Path) -> None:
         await store.append("s", 0, [], {})
 
 
-@pytest.mark.parametrize("bad", ["", 3, None, "x" * 201])
+@pytest.mark.parametrize("bad", ["", 3, None, "x" * 257])
 async def test_bad_session_ids_are_rejected(bad: object) -> None:
     with pytest.raises(UsageError, match="session id"):
         await MemoryStore().load(bad)  # type: ignore[arg-type]
