@@ -6,6 +6,7 @@ or not anyone is reading, and a reader that comes back with the last id it saw g
 
 from __future__ import annotations
 
+import time
 from typing import Any, Union
 
 import anyio
@@ -14,7 +15,13 @@ import attrs
 from loop import EventBus, UsageError
 from session._wire import dumps, event_to_json
 
-__all__ = ["EventLog", "EventReader", "EventsLost", "LoggedEvent"]
+__all__ = ["EventLog", "EventReader", "EventsLost", "LoggedEvent", "time_ids"]
+
+
+def time_ids() -> int:
+    """A first id for a new log above any id an earlier log gave out: microseconds since the epoch (a log
+    would need more than one event a microsecond, for its whole life, to catch up with its successor)."""
+    return time.time_ns() // 1_000
 
 
 @attrs.frozen
@@ -37,41 +44,49 @@ Entry = Union[LoggedEvent, EventsLost]
 
 
 class EventLog:
-    """Records every event published on ``events`` with a rising integer id, keeping the last ``size``.
+    """Records every event published on ``events`` with a rising integer id (from ``first_id``), keeping the
+    last ``size``.
 
     It subscribes at once (without a buffer limit, so nothing is dropped) and records events while ``run``
     runs, which it must, in a task group; readers also bring it up to date, so they never see it lag. ``attach`` moves it to another bus (a session reopened under the
     same id) and numbering carries on. Readers (``reader(after)``) replay what follows an id, then wait for
     more. ``close`` stops recording; readers then finish once they have read everything.
+
+    A log that replaces another (a session reopened after its log was dropped, or a server restarted) should
+    start above every id the old one gave out, so that a reader coming back with an old id reads the new log
+    from its start: ``first_id=time_ids()`` does, while the clock goes forward.
     """
 
-    def __init__(self, events: EventBus, *, size: int = 10_000) -> None:
+    def __init__(self, events: EventBus, *, size: int = 10_000, first_id: int = 1) -> None:
         if not (isinstance(size, int) and not isinstance(size, bool) and size >= 1):
             raise UsageError(f"an event log's size must be a positive integer, got {size!r}")
+        if not (isinstance(first_id, int) and not isinstance(first_id, bool) and first_id >= 1):
+            raise UsageError(f"an event log's first id must be a positive integer, got {first_id!r}")
         self.size = size
         self.events = events
         self.closed = False
         self._subscription = events.subscribe(buffer=None)
         self._ring: list[LoggedEvent] = []
-        self._next = 1
+        self._start = first_id
+        self._next = first_id
         self._wake: anyio.Event | None = None
         self._moved: anyio.Event | None = None
 
     @property
     def last_id(self) -> int:
-        """The id of the newest event; 0 before the first."""
+        """The id of the newest event; one less than the first id before the first event."""
         return self._next - 1
 
     @property
     def first_id(self) -> int:
         """The id of the oldest event still kept (``last_id + 1`` while the log is empty)."""
-        return max(1, self._next - self.size)
+        return max(self._start, self._next - self.size)
 
     def entry(self, event_id: int) -> LoggedEvent:
         """The kept event with this id; ``UsageError`` if it is not (or no longer) in the log."""
         if not self.first_id <= event_id <= self.last_id:
             raise UsageError(f"event {event_id} is not in the log (it holds {self.first_id}..{self.last_id})")
-        return self._ring[(event_id - 1) % self.size]
+        return self._ring[(event_id - self._start) % self.size]
 
     def record(self, event: Any) -> LoggedEvent:
         """Number and keep ``event`` (encoded for the wire now), evicting the oldest beyond ``size``."""
@@ -80,7 +95,7 @@ class EventLog:
         if len(self._ring) < self.size:
             self._ring.append(entry)
         else:
-            self._ring[(entry.id - 1) % self.size] = entry
+            self._ring[(entry.id - self._start) % self.size] = entry
         self._next += 1
         self._wake_readers()
         return entry
@@ -123,12 +138,12 @@ class EventLog:
             self.close()
 
     def reader(self, after: int = 0) -> EventReader:
-        """A reader of the events after id ``after`` (0: from the start). An ``after`` beyond the newest id
-        (an id from another run of the server) reads from the newest on."""
+        """A reader of the events after id ``after`` (0: from the start). An id from before this log's first
+        (one a log it replaced gave out) reads from its start; an id beyond the newest, from the newest on."""
         if not (isinstance(after, int) and not isinstance(after, bool) and after >= 0):
             raise UsageError(f"'after' must be an event id >= 0, got {after!r}")
         self.catch_up()
-        return EventReader(self, min(after, self.last_id))
+        return EventReader(self, min(max(after, self._start - 1), self.last_id))
 
     def catch_up(self) -> None:
         """Record the events published but not yet recorded (``run`` does so too, a moment later)."""

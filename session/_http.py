@@ -14,10 +14,11 @@ Routes (every one but ``/healthz`` and ``/openapi.json`` needs ``Authorization: 
 A session belongs to the token that opened it; to any other token it does not exist (404). Each token's
 sessions live in a namespace of their own: the manager and its store know a session as ``<owner>:<id>``,
 where the owner is a digest of the token, so ownership needs no table and outlives a restart: with a durable
-store, the same token reaches the same conversation after the server restarts (its event numbering starts
-again; a reader asking for an id from the old run gets the new events from the start). Closing a session
-(``DELETE``, or the manager closing it when idle) keeps its conversation: the next request naming it reopens
-it. A session no message was ever sent to has nothing stored, and does not survive a restart.
+store, the same token reaches the same conversation after the server restarts. Closing a session
+(``DELETE``, or the manager closing it when idle) keeps its conversation: its turns and event stream can
+still be read (which opens nothing), and the next message reopens it. A session no message was ever sent to
+has nothing stored: once closed, it is gone. Event ids rise across logs and restarts (they start from the
+clock), so a reader that comes back with an id an earlier log gave out reads the current log from its start.
 
 Errors are JSON: ``{"error": {"type": "...", "message": "..."}}``.
 """
@@ -40,8 +41,8 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from loop import UsageError, tracing
-from session._eventlog import EventLog, EventReader, EventsLost
+from loop import EventBus, UsageError, tracing
+from session._eventlog import EventLog, EventReader, EventsLost, time_ids
 from session._events import MessageQueued
 from session._guards import ERROR_HANDLERS, BearerAuth, BodyLimit, Problem, RateLimit, RateLimited, RequestLog
 from session._serving import is_loopback, listen, serve_asgi
@@ -128,17 +129,29 @@ class _Api:
             return owned
         session = self.manager.get(key)
         if session is None or session.closed:
+            # Known from the store only: reading it opens nothing; a message reopens it (``_live``), and
+            # its log follows it from then on.
             if len(session_id) > MAX_NAME or await self.manager.store.load(key) is None:
                 raise Problem(404, "not_found", f"no session {session_id!r}")
-            session = await self.manager.open(key)
+            events = EventBus()
+        else:
+            events = session.events
         owned = self.sessions.get(key)  # another request may have taken it up while the store was read
         if owned is None:
-            owned = self._track(key, session_id, session)
+            owned = self._track(key, session_id, events)
         return owned
 
-    def _track(self, key: str, session_id: str, session: Session) -> _Owned:
-        owned = self.sessions[key] = _Owned(key, session_id, EventLog(session.events, size=self.log_size))
-        self.group.start_soon(owned.log.run)
+    def _track(self, key: str, session_id: str, events: EventBus) -> _Owned:
+        """Start keeping the session's event log. Logs of sessions no longer open are dropped once this app
+        holds twice as many as the manager may have open (a client coming back to one gets a new log,
+        numbered on from the old: see ``time_ids``), so a long-running server does not grow without end."""
+        if len(self.sessions) >= 2 * self.manager.max_sessions:
+            for stale in [o for o in self.sessions.values() if self.manager.get(o.key) is None]:
+                del self.sessions[stale.key]
+                stale.log.close()
+        log = EventLog(events, size=self.log_size, first_id=time_ids())
+        owned = self.sessions[key] = _Owned(key, session_id, log)
+        self.group.start_soon(log.run)
         return owned
 
     def _open(self, owned: _Owned) -> Session | None:
@@ -184,7 +197,7 @@ class _Api:
     async def create(self, request: Request) -> Response:
         session_id = secrets.token_urlsafe(18)
         key = self.key(request, session_id)
-        self._track(key, session_id, await self.manager.open(key))
+        self._track(key, session_id, (await self.manager.open(key)).events)
         return _json({"id": session_id}, 201, {"location": f"/sessions/{session_id}"})
 
     async def delete(self, request: Request) -> Response:

@@ -130,6 +130,26 @@ async def test_delete_closes_the_session_and_the_next_request_reopens_its_conver
         assert (await served.client(OTHER).get(f"/sessions/{session_id}/turns")).status_code == 404
 
 
+async def test_reading_a_closed_session_opens_nothing() -> None:
+    async with in_process(Function(echo), manager_options={"max_sessions": 1}) as served:
+        client = served.client()
+        session_id = (await client.post("/sessions")).json()["id"]
+        await client.post(f"/sessions/{session_id}/messages", json={"text": "stored"})
+        await wait_turns(client, session_id, 2)
+        await served.manager.close(key(session_id))  # as the idle reaper does
+        other = (await client.post("/sessions")).json()["id"]  # takes the manager's only place
+        turns = (await client.get(f"/sessions/{session_id}/turns")).json()["turns"]
+        interrupted = await client.post(f"/sessions/{session_id}/interrupt")
+        async with client.stream("HEAD", f"/sessions/{session_id}/events") as head:
+            assert head.status_code == 200
+        assert served.session(session_id) is None and served.session(other) is not None
+        # Writing does need the session open: the manager is full, and says so.
+        refused = await client.post(f"/sessions/{session_id}/messages", json={"text": "more"})
+    assert [t["parts"][0]["text"] for t in turns] == ["stored", "STORED"]
+    assert interrupted.json() == {"dropped": 0}
+    assert refused.status_code == 503
+
+
 async def test_a_session_never_written_to_is_gone_once_closed() -> None:
     async with in_process(Function(echo)) as served:
         client = served.client()

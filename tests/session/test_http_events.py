@@ -65,7 +65,7 @@ async def test_a_run_streams_live_with_its_tool_calls_and_outcome() -> None:
             gate.set()
             after = await sse.until("message_finished")
     frames = before + after
-    assert [f.id for f in frames] == list(range(1, len(frames) + 1))
+    assert [f.id for f in frames] == list(range(frames[0].id, frames[0].id + len(frames)))
     assert all(f.event == f.data["type"] for f in frames)
     kinds = [f.event for f in frames]
     assert kinds[:2] == ["message_queued", "message_started"]
@@ -112,26 +112,29 @@ async def test_the_after_query_resumes_and_the_header_wins_over_it() -> None:
         session_id = await open_session(client)
         await client.post(f"/sessions/{session_id}/messages", json={"text": "hi"})
         await wait_turns(client, session_id, 2)
-        async with client.stream("GET", f"/sessions/{session_id}/events?after=3") as response:
+        async with client.stream("GET", f"/sessions/{session_id}/events") as response:
+            first = (await SSE(response).frame()).id
+        async with client.stream("GET", f"/sessions/{session_id}/events?after={first + 2}") as response:
             by_query = await SSE(response).frame()
-        headers = {"last-event-id": "5"}
-        async with client.stream("GET", f"/sessions/{session_id}/events?after=1", headers=headers) as response:
+        headers = {"last-event-id": str(first + 4)}
+        async with client.stream("GET", f"/sessions/{session_id}/events?after={first}", headers=headers) as response:
             by_header = await SSE(response).frame()
-    assert (by_query.id, by_header.id) == (4, 6)
+    assert (by_query.id, by_header.id) == (first + 3, first + 5)
 
 
 async def test_events_no_longer_kept_are_reported_as_lost() -> None:
     async with on_socket(Function(echo), event_log_size=4) as served:
         client = served.client()
         session_id = await open_session(client)
-        await client.post(f"/sessions/{session_id}/messages", json={"text": "hello"})
-        await wait_turns(client, session_id, 2)
-        async with client.stream("GET", f"/sessions/{session_id}/events?after=2") as response:
+        async with client.stream("GET", f"/sessions/{session_id}/events") as response:
+            await client.post(f"/sessions/{session_id}/messages", json={"text": "hello"})
+            last = (await SSE(response).until("message_finished"))[-1].id  # a message makes 9 events or more
+        async with client.stream("GET", f"/sessions/{session_id}/events?after={last - 6}") as response:
             sse = SSE(response)
             lost = await sse.frame()
             kept = await sse.until("message_finished")
     assert lost.event == "events_lost" and lost.id is None
-    assert lost.data == {"type": "events_lost", "count": kept[0].id - 3}
+    assert lost.data == {"type": "events_lost", "count": 2}
     assert len(kept) == 4 and [f.id for f in kept] == list(range(kept[0].id, kept[0].id + 4))
 
 
@@ -185,8 +188,45 @@ async def test_events_go_on_with_rising_ids_when_a_closed_session_is_reopened() 
             await client.post(f"/sessions/{session_id}/messages", json={"text": "two"})
             second = await sse.until("message_finished")
     ids = [f.id for f in first + second]
-    assert ids == list(range(1, len(ids) + 1))
+    assert ids == list(range(ids[0], ids[0] + len(ids)))
     assert second[-1].data["answer"] == "TWO"
+
+
+async def test_a_reader_coming_back_after_a_reopen_misses_none_of_the_new_events() -> None:
+    async with on_socket(Function(echo)) as served:
+        client = served.client()
+        session_id = await open_session(client)
+        async with client.stream("GET", f"/sessions/{session_id}/events") as response:
+            await client.post(f"/sessions/{session_id}/messages", json={"text": "one"})
+            old = await SSE(response).until("message_finished")
+        assert (await client.delete(f"/sessions/{session_id}")).status_code == 204  # its log goes with it
+        await client.post(f"/sessions/{session_id}/messages", json={"text": "two"})  # reopened: a new log
+        await wait_turns(client, session_id, 4)
+        resume = {"last-event-id": str(old[-1].id)}
+        async with client.stream("GET", f"/sessions/{session_id}/events", headers=resume) as response:
+            new = await SSE(response).until("message_finished")
+    assert new[0].event == "message_queued" and new[0].id > old[-1].id
+    assert new[-1].data["answer"] == "TWO"
+
+
+async def test_logs_of_closed_sessions_are_let_go_when_they_pile_up() -> None:
+    async with on_socket(Function(echo), manager_options={"max_sessions": 1}) as served:
+        client = served.client()
+        first = await open_session(client)
+        await client.post(f"/sessions/{first}/messages", json={"text": "kept"})
+        await wait_turns(client, first, 2)
+        async with client.stream("GET", f"/sessions/{first}/events") as response:
+            sse = SSE(response)
+            await sse.until("message_finished")
+            await served.manager.close(key(first))  # as the idle reaper does; the log stays, numbered on
+            second = await open_session(client)
+            await served.manager.close(key(second))
+            await open_session(client)  # two logs of closed sessions, one manager place: they go
+            with anyio.fail_after(10), pytest.raises(EOFError):
+                while True:
+                    await sse.frame()
+        turns = await wait_turns(client, first, 2)
+    assert [t["parts"][0]["text"] for t in turns] == ["kept", "KEPT"]
 
 
 async def test_deleting_a_session_ends_its_streams() -> None:

@@ -30,7 +30,7 @@ from loop import (
     UsageError,
 )
 from session import Interrupted, MessageFailed, MessageFinished, MessageQueued, MessageStarted, TurnStored
-from session._eventlog import EventLog, EventsLost, LoggedEvent
+from session._eventlog import EventLog, EventsLost, LoggedEvent, time_ids
 from session._wire import dumps, event_to_json
 
 CALL = ToolCall("c1", "add", '{"a": 1}')
@@ -143,6 +143,20 @@ def test_a_reader_behind_the_kept_events_is_told_how_many_it_lost() -> None:
         log.reader(-1)
     with pytest.raises(UsageError):
         log.entry(2)
+
+
+def test_a_log_numbered_above_an_older_one_reads_older_ids_from_its_start() -> None:
+    log = EventLog(EventBus(), size=3, first_id=100)
+    assert (log.first_id, log.last_id) == (100, 99)
+    for n in range(5):
+        log.record(TextDelta(str(n)))
+    assert (log.first_id, log.last_id) == (102, 104)
+    assert log.reader(42).pending()[0] == EventsLost(2)  # an older log's id: from this one's start
+    assert log.reader(100).pending()[0] == EventsLost(1)  # this log's own id, evicted since
+    assert [e.id for e in log.reader(102).pending()] == [103, 104]
+    assert time_ids() > 10**15  # microseconds since the epoch: above any count of events a log could reach
+    with pytest.raises(UsageError, match="first id"):
+        EventLog(EventBus(), first_id=0)
 
 
 async def test_a_log_moved_to_a_new_bus_keeps_numbering_and_loses_nothing() -> None:
