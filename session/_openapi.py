@@ -62,7 +62,7 @@ OPENAPI: dict[str, Any] = {
         "/sessions/{id}": {"delete": {
             "operationId": "closeSession",
             "summary": "Close a session: interrupt it, stop its worker and end its event streams. Its conversation "
-                       "stays stored: the next request naming the session reopens it.",
+                       "stays stored and readable, and the next message reopens the session.",
             "parameters": [_SESSION_ID],
             "responses": {"204": _ok("The session was closed.", None), **_AUTH},
         }},
