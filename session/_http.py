@@ -159,8 +159,7 @@ class _Api:
         session = self.manager.get(owned.key)
         if session is None or session.closed:
             return None
-        if owned.log.events is not session.events:
-            owned.log.attach(session.events)
+        self._follow(owned, session)
         return session
 
     async def _live(self, owned: _Owned) -> Session:
@@ -168,8 +167,17 @@ class _Api:
         session = self._open(owned)
         if session is None:
             session = await self.manager.open(owned.key)
-            owned.log.attach(session.events)
+            self._follow(owned, session)
         return session
+
+    def _follow(self, owned: _Owned, session: Session) -> None:
+        """Make the session's log record ``session``'s events; a log let go meanwhile (deleted, or pruned by
+        ``_track`` while this request waited) is replaced by the current one, or a new one."""
+        if owned.log.closed:
+            current = self.sessions.get(owned.key)
+            owned = current if current is not None else self._track(owned.key, owned.id, session.events)
+        if owned.log.events is not session.events:
+            owned.log.attach(session.events)
 
     @staticmethod
     async def _body(request: Request, *, required: bool) -> dict[str, Any]:

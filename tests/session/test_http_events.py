@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import socket
 from collections.abc import AsyncIterator
+from typing import Any
 
 import anyio
 import httpx
 import pytest
 
 from cognitive import ReAct, new_turn_processor
-from loop import Delta, Finish, Request, Role, TextDelta, ToolCallDelta, UsageError, tool
+from loop import Delta, Finish, Request, Role, Text, TextDelta, ToolCallDelta, Turn, UsageError, tool
 from provider import Function, tool_call
-from session import Manager, MessageFinished, step_factory
+from session import Manager, MemoryStore, MessageFinished, step_factory
 from session._http import HTTPConduit
 from tests.session.http_helpers import SSE, TOKEN, Frame, echo, in_process, key, on_socket, wait_turns
 
@@ -227,6 +228,45 @@ async def test_logs_of_closed_sessions_are_let_go_when_they_pile_up() -> None:
                     await sse.frame()
         turns = await wait_turns(client, first, 2)
     assert [t["parts"][0]["text"] for t in turns] == ["kept", "KEPT"]
+
+
+async def test_a_message_racing_the_letting_go_of_its_log_is_still_taken_and_recorded() -> None:
+    class Gated(MemoryStore):
+        gate: anyio.Event | None = None
+        reached = anyio.Event()
+
+        async def load(self, session_id: str) -> Any:
+            if self.gate is not None and session_id == key("a"):
+                self.reached.set()
+                await self.gate.wait()
+            return await super().load(session_id)
+
+    store = Gated()
+    await store.append(key("stored"), 0, [Turn(Role.USER, [Text("old")])], {})
+    async with on_socket(Function(echo), store=store, manager_options={"max_sessions": 1}) as served:
+        client = served.client()
+        await client.post("/v1/chat/completions", headers={"x-session-id": "a"},
+                           json={"model": "agent", "messages": [{"role": "user", "content": "one"}]})
+        assert (await client.get("/sessions/a/turns")).status_code == 200  # its log is kept from here on
+        await served.manager.close(key("a"))
+        second = await open_session(client)
+        await served.manager.close(key(second))
+        store.gate = anyio.Event()
+        async with anyio.create_task_group() as group:
+            posted: list[httpx.Response] = []
+
+            async def post() -> None:
+                posted.append(await client.post("/sessions/a/messages", json={"text": "two"}))
+
+            group.start_soon(post)
+            with anyio.fail_after(10):
+                await store.reached.wait()  # reopening "a": its log is not attached yet
+            assert (await client.get("/sessions/stored/turns")).status_code == 200  # a third log: the others go
+            store.gate.set()
+        assert posted[0].status_code == 202, posted[0].text
+        async with client.stream("GET", "/sessions/a/events") as response:
+            finished = (await SSE(response).until("message_finished"))[-1]
+    assert finished.data["answer"] == "TWO"
 
 
 async def test_deleting_a_session_ends_its_streams() -> None:
