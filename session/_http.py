@@ -112,6 +112,12 @@ class _Api:
         """The manager's id for the session the request's token calls ``session_id``."""
         return session_key(request.state.owner, session_id)
 
+    def opened(self, session_id: str, session: Session) -> None:
+        """A session was opened by the OpenAI-compatible API: its log, if this app keeps one, follows it."""
+        owned = self.sessions.get(session.id)
+        if owned is not None:
+            self._follow(owned, session)
+
     def close(self) -> None:
         """End every event stream and stop recording (the app is going away)."""
         for owned in self.sessions.values():
@@ -243,6 +249,11 @@ class _Api:
         owned = await self._owned(request)
         session = self._open(owned)
         state = session.state if session is not None else await self.manager.store.load(owned.key)
+        if session is None and state is None:  # closed, and nothing was ever stored (or it was deleted)
+            if self.sessions.get(owned.key) is owned:
+                del self.sessions[owned.key]
+                owned.log.close()
+            raise Problem(404, "not_found", f"no session {owned.id!r}")
         return _json({"id": owned.id, "turns": [] if state is None else [t.to_dict() for t in state]})
 
     async def events(self, request: Request) -> Response:
@@ -357,7 +368,7 @@ class HTTPConduit:
             Route(f"{session}/events", api.events, methods=["GET"]),
         ]
         if self.openai_model is not None:
-            routes += openai_routes(api.manager, model_name=self.openai_model, session_key=api.key,
+            routes += openai_routes(api.manager, model_name=self.openai_model, session_key=api.key, on_open=api.opened,
                                     max_body_bytes=self.max_body_bytes, keepalive=self.keepalive)
         middleware = [Middleware(RequestLog), Middleware(BearerAuth, tokens=self.tokens, open_paths=OPEN_PATHS)]
         if self.rate_limit is not None:

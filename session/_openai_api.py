@@ -82,12 +82,14 @@ from session._session import Session
 
 SessionAccess = Callable[[Request, str], Union[bool, Awaitable[bool]]]
 SessionKey = Callable[[Request, str], str]
+SessionOpened = Callable[[str, Session], None]
 _log = tracing.logger("session.openai")
 
 
 def openai_routes(manager: Manager, *, model_name: str = "agent", keep_conversations: bool = False,
                   max_body_bytes: int = 4 * 1024 * 1024, session_access: SessionAccess | None = None,
-                  session_key: SessionKey | None = None, keepalive: float = 15.0) -> list[Route]:
+                  session_key: SessionKey | None = None, on_open: SessionOpened | None = None,
+                  keepalive: float = 15.0) -> list[Route]:
     """The routes of the OpenAI-compatible API over ``manager`` (see the module docstring for the semantics).
 
     ``model_name`` is the one model listed and accepted. ``session_access(request, session_id)`` (sync or
@@ -95,12 +97,14 @@ def openai_routes(manager: Manager, *, model_name: str = "agent", keep_conversat
     requests get 404. ``session_key(request, session_id)``, if given, is the id the manager knows that session by
     (clients only ever see their own name for it): a server with several clients puts each client's sessions
     in a namespace of its own, so two clients naming the same session never share it, even after a restart.
+    ``on_open(session_id, session)``, if given, hears of every session a request names, once it is open (the
+    HTTP conduit uses it to keep that session's event log following it).
     A stream quiet for ``keepalive`` seconds (a long tool call) gets an SSE comment, so
     proxies do not close it. The manager must be entered (``async with manager:``) while requests are served.
     """
     endpoint = _Endpoint(manager, model_name=model_name, keep_conversations=keep_conversations,
                          max_body_bytes=max_body_bytes, session_access=session_access, session_key=session_key,
-                         keepalive=keepalive)
+                         on_open=on_open, keepalive=keepalive)
     return [
         Route("/v1/chat/completions", endpoint.create, methods=["POST"]),
         Route("/v1/models", endpoint.models, methods=["GET"]),
@@ -135,7 +139,8 @@ class _Endpoint:
     """The handlers behind ``openai_routes``; each completion's own work goes to a ``Completion``."""
 
     def __init__(self, manager: Manager, *, model_name: str, keep_conversations: bool, max_body_bytes: int,
-                 session_access: SessionAccess | None, session_key: SessionKey | None, keepalive: float) -> None:
+                 session_access: SessionAccess | None, session_key: SessionKey | None,
+                 on_open: SessionOpened | None, keepalive: float) -> None:
         if not callable(getattr(manager, "open", None)):
             raise UsageError(f"openai_routes needs a session Manager, got {manager!r}")
         if not isinstance(model_name, str) or not model_name:
@@ -148,12 +153,15 @@ class _Endpoint:
             raise UsageError(f"session_access must be a function (request, session_id) -> bool, got {session_access!r}")
         if session_key is not None and not callable(session_key):
             raise UsageError(f"session_key must be a function (request, session_id) -> str, got {session_key!r}")
+        if on_open is not None and not callable(on_open):
+            raise UsageError(f"on_open must be a function (session_id, session), got {on_open!r}")
         self.manager = manager
         self.model_name = model_name
         self.keep_conversations = bool(keep_conversations)
         self.max_body_bytes = max_body_bytes
         self.session_access = session_access
         self.session_key = session_key
+        self.on_open = on_open
         self.keepalive = float(keepalive)
         self.created = int(time.time())
 
@@ -208,7 +216,10 @@ class _Endpoint:
                 allowed = await allowed
             if not allowed:
                 raise OpenAIError(404, f"No session {named!r} is available to you.", code="session_not_found")
-            return await self.manager.open(self._key(request, named), history=chat.history), named, False
+            session = await self.manager.open(self._key(request, named), history=chat.history)
+            if self.on_open is not None:
+                self.on_open(named, session)
+            return session, named, False
         except OpenAIError:
             raise
         except SessionLimit as exc:

@@ -157,6 +157,10 @@ async def test_a_session_never_written_to_is_gone_once_closed() -> None:
         assert (await client.delete(f"/sessions/{session_id}")).status_code == 204
         assert (await client.get(f"/sessions/{session_id}/turns")).status_code == 404
         assert (await client.delete(f"/sessions/{session_id}")).status_code == 404
+        # Nor does one the idle timeout closed, once its log is known here.
+        idle = (await client.post("/sessions")).json()["id"]
+        await served.manager.close(key(idle))
+        assert (await client.get(f"/sessions/{idle}/turns")).status_code == 404
 
 
 async def test_a_token_reaches_its_sessions_after_a_restart_and_no_other_token_does(tmp_path: Path) -> None:

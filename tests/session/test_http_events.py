@@ -269,6 +269,25 @@ async def test_a_message_racing_the_letting_go_of_its_log_is_still_taken_and_rec
     assert finished.data["answer"] == "TWO"
 
 
+@pytest.mark.parametrize("closed_by", ["delete", "idle"])
+async def test_turns_run_through_the_openai_api_reach_a_closed_sessions_stream(closed_by: str) -> None:
+    async with on_socket(Function(echo)) as served:
+        client = served.client()
+        session_id = await open_session(client)
+        await client.post(f"/sessions/{session_id}/messages", json={"text": "hi"})
+        await wait_turns(client, session_id, 2)
+        if closed_by == "delete":
+            await client.delete(f"/sessions/{session_id}")
+        else:
+            await served.manager.close(key(session_id))
+        async with client.stream("GET", f"/sessions/{session_id}/events?after={10**17}") as response:
+            answer = await client.post("/v1/chat/completions", headers={"x-session-id": session_id},
+                                       json={"model": "agent", "messages": [{"role": "user", "content": "via openai"}]})
+            frames = await SSE(response).until("message_finished")
+    assert answer.json()["choices"][0]["message"]["content"] == "VIA OPENAI"
+    assert frames[0].event == "message_queued" and frames[-1].data["answer"] == "VIA OPENAI"
+
+
 async def test_deleting_a_session_ends_its_streams() -> None:
     async with on_socket(Function(echo)) as served:
         client = served.client()
