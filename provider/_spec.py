@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -24,7 +25,8 @@ def from_spec(spec: str, *, client: httpx.AsyncClient | None = None) -> Provider
     ``openai-compatible:llama3@http://127.0.0.1:11434/v1`` for a local server.
 
     Keys come from ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``; a missing key is a ``UsageError`` now rather
-    than an authentication failure on the first request. ``client`` shares one ``httpx.AsyncClient``.
+    than an authentication failure on the first request. ``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``, when
+    set, send ``openai:`` / ``anthropic:`` to another server, as the official SDKs do. ``client`` shares one ``httpx.AsyncClient``.
     Every malformed spec raises ``UsageError`` listing the accepted forms.
     """
     if not isinstance(spec, str):
@@ -39,9 +41,9 @@ def from_spec(spec: str, *, client: httpx.AsyncClient | None = None) -> Provider
         raise UsageError(f"provider spec {spec!r} has no model; {_ACCEPTED}")
     made: Any
     if kind == "openai":
-        made = OpenAICompatible(model, client=client)
+        made = OpenAICompatible(model, client=client, **_base_url("OPENAI_BASE_URL"))
     elif kind == "anthropic":
-        made = Anthropic(model, client=client)
+        made = Anthropic(model, client=client, **_base_url("ANTHROPIC_BASE_URL"))
     elif kind == "openai-compatible":
         match = _AT_URL.fullmatch(model)
         if match is None or not match["model"].strip():
@@ -50,3 +52,8 @@ def from_spec(spec: str, *, client: httpx.AsyncClient | None = None) -> Provider
     else:
         raise UsageError(f"unknown provider kind {kind!r} in {spec!r}; {_ACCEPTED}")
     return made
+
+
+def _base_url(variable: str) -> dict[str, str]:
+    value = os.environ.get(variable, "").strip()
+    return {"base_url": value} if value else {}

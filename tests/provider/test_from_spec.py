@@ -62,6 +62,21 @@ def test_openai_gives_an_openai_provider_for_the_model(monkeypatch: pytest.Monke
     assert made.base_url == "https://api.openai.com/v1"
 
 
+@pytest.mark.parametrize(("spec", "variable", "key"), [("openai:m", "OPENAI_BASE_URL", "OPENAI_API_KEY"),
+                                                      ("anthropic:m", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY")])
+def test_a_base_url_in_the_environment_points_the_provider_elsewhere(
+    monkeypatch: pytest.MonkeyPatch, spec: str, variable: str, key: str
+) -> None:
+    monkeypatch.setenv(key, "k")
+    monkeypatch.setenv(variable, "http://127.0.0.1:9/v1")
+    assert from_spec(spec).base_url == "http://127.0.0.1:9/v1"
+    monkeypatch.setenv(variable, "not a url")
+    with pytest.raises(UsageError, match="base_url"):
+        from_spec(spec)
+    monkeypatch.setenv(variable, "  ")
+    assert from_spec(spec).base_url.startswith("https://api.")
+
+
 def test_openai_without_a_key_fails_at_construction(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(UsageError, match="OPENAI_API_KEY"):
