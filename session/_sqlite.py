@@ -14,6 +14,7 @@ import anyio
 import anyio.to_thread
 
 from loop import State, Turn, UsageError
+from loop._wake import Wake
 from session._store import MemoryStore, Store, StoreError, check_append, check_session_id
 
 SCHEMA_VERSION = 1
@@ -37,6 +38,23 @@ CREATE TABLE IF NOT EXISTS turns (
 T = TypeVar("T")
 
 
+class _Write:
+    """One append: what to write, how it waits, and how it went."""
+
+    __slots__ = ("session_id", "start", "rows", "meta", "wake", "taken", "handed", "done", "error")
+
+    def __init__(self, session_id: str, start: int, rows: list[str], meta: str) -> None:
+        self.session_id = session_id
+        self.start = start
+        self.rows = rows
+        self.meta = meta
+        self.wake: Wake | None = None  # made when it has to wait for the writer
+        self.taken = False  # a transaction took it: it is being (or was) written
+        self.handed = False  # it was made the next writer
+        self.done = False
+        self.error: Exception | None = None
+
+
 class SQLiteStore:
     """A ``Store`` in an SQLite file.
 
@@ -54,6 +72,8 @@ class SQLiteStore:
         self._synchronous = synchronous
         self._conn: sqlite3.Connection | None = None
         self._lock = anyio.Lock()
+        self._waiting: list[_Write] = []  # appends not yet taken into a transaction
+        self._writer_busy = False  # an append is writing (or about to): the others wait for it
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         async with self._lock:
@@ -116,31 +136,115 @@ class SQLiteStore:
             meta_text = json.dumps(dict(meta), ensure_ascii=False)
         except (TypeError, ValueError) as exc:
             raise UsageError(f"cannot store session {session_id!r}: meta must be JSON data ({exc})") from exc
-        await self._run(self._append, session_id, start, rows, meta_text)
+        # Group commit: one append at a time is the writer; those that arrive while it writes wait, and the
+        # next writer writes all of them in one transaction (an append that conflicts is refused before it
+        # writes anything, and fails alone). An append a transaction took is written even if its caller is
+        # cancelled.
+        write = _Write(session_id, start, rows, meta_text)
+        self._waiting.append(write)
+        if self._writer_busy:
+            write.wake = wake = Wake()
+            try:
+                await wake
+            except BaseException:
+                if not write.taken:
+                    self._waiting.remove(write)  # never written
+                    if write.handed:
+                        self._hand_over()  # it was this append's turn to write: pass it on
+                raise
+            if not write.done:  # woken to write the next batch, this append first in it
+                await self._write_batch(write)
+        else:
+            self._writer_busy = True
+            await self._write_batch(write)
+        if write.error is not None:
+            raise write.error
 
-    def _append(self, session_id: str, start: int, rows: list[str], meta: str) -> None:
-        conn = self._connect()
-        conn.execute("BEGIN IMMEDIATE")
+    async def _write_batch(self, write: _Write) -> None:
+        """As the writer: write every waiting append, ``write`` among them, then hand over."""
         try:
-            found = conn.execute("SELECT length, rev FROM sessions WHERE id = ?", (session_id,)).fetchone()
-            stored, rev = found if found else (0, 0)
-            check_append(session_id, stored, start, ())
-            if start < stored:
-                rev += 1  # a branch: its rows supersede the stored ones from `start` on
-            now = time.time()
-            conn.execute(
-                "INSERT INTO sessions (id, meta, length, rev, created, updated) VALUES (?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT(id) DO UPDATE SET meta = excluded.meta, length = excluded.length, "
-                "rev = excluded.rev, updated = excluded.updated",
-                (session_id, meta, start + len(rows), rev, now, now),
-            )
-            conn.executemany("INSERT INTO turns (session_id, idx, rev, data) VALUES (?, ?, ?, ?)",
-                             [(session_id, start + i, rev, row) for i, row in enumerate(rows)])
-            conn.execute("COMMIT")
+            async with self._lock:  # loads and deletes take it too
+                batch, self._waiting = self._waiting, []
+                for queued in batch:
+                    queued.taken = True
+                failed: BaseException | None = None
+                try:
+                    await anyio.to_thread.run_sync(self._append_batch, batch)
+                except BaseException as exc:
+                    failed = exc  # the batch never reported: none of it counts as written
+                    raise
+                finally:
+                    for queued in batch:
+                        if failed is not None and queued.error is None:
+                            queued.error = StoreError(f"SQLite store {str(self.path)!r}: the write failed: {failed!r}")
+                        queued.done = True
+                        if queued.wake is not None and queued is not write:
+                            queued.wake.set()
         except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            if not write.taken:  # cancelled while waiting for the lock
+                self._waiting.remove(write)
             raise
+        finally:
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        """Make the first waiting append the writer, or leave no writer when none waits."""
+        if self._waiting:
+            first = self._waiting[0]
+            first.handed = True
+            assert first.wake is not None  # it arrived while a writer was busy
+            first.wake.set()
+        else:
+            self._writer_busy = False
+
+    def _append_batch(self, batch: list[_Write]) -> None:
+        """Write ``batch`` in one transaction; each write's outcome goes in its ``error``."""
+        conn = None
+        try:
+            conn = self._connect()
+            conn.execute("BEGIN IMMEDIATE")
+            for write in batch:
+                try:
+                    self._append_one(conn, write)
+                except (StoreError, UsageError) as exc:  # refused before it wrote anything: the others go on
+                    write.error = exc
+            conn.execute("COMMIT")
+        except BaseException as exc:  # the transaction failed (a full disk ...): none of the batch was written
+            try:
+                if conn is not None and conn.in_transaction:
+                    conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass  # the transaction is gone either way
+            for write in batch:
+                if write.error is None:
+                    write.error = self._error(exc)
+
+    def _error(self, exc: BaseException) -> StoreError:
+        """A fresh ``StoreError`` for one append of a batch that ``exc`` failed (each caller raises its own)."""
+        if isinstance(exc, StoreError):
+            error = StoreError(str(exc))
+        else:
+            error = StoreError(f"SQLite store {str(self.path)!r}: {type(exc).__name__}: {exc}")
+        error.__cause__ = exc
+        return error
+
+    @staticmethod
+    def _append_one(conn: sqlite3.Connection, write: _Write) -> None:
+        session_id, start, rows = write.session_id, write.start, write.rows
+        found = conn.execute("SELECT length, rev FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        stored, rev = found if found else (0, 0)
+        check_append(session_id, stored, start, ())  # raises before anything of this append is written
+        if start < stored:
+            rev += 1  # a branch: its rows supersede the stored ones from `start` on
+        now = time.time()
+        conn.execute(
+            "INSERT INTO sessions (id, meta, length, rev, created, updated) VALUES (?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT(id) DO UPDATE SET meta = excluded.meta, length = excluded.length, "
+            "rev = excluded.rev, updated = excluded.updated",
+            (session_id, write.meta, start + len(rows), rev, now, now),
+        )
+        conn.executemany("INSERT INTO turns (session_id, idx, rev, data) VALUES (?, ?, ?, ?)",
+                         [(session_id, start + i, rev, row) for i, row in enumerate(rows)])
 
     async def delete(self, session_id: str) -> bool:
         """Remove a conversation and its turns; whether it existed."""

@@ -7,6 +7,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import anyio
@@ -111,6 +112,166 @@ async def test_a_failed_write_leaves_nothing_half_written(tmp_path: Path) -> Non
         await store.append("s", 2, [Turn(Role.USER, [Text("lost")])], {})
     state = await store.load("s")
     assert state is not None and [t.text for t in state] == ["kept"]
+    await store.aclose()
+
+
+def turn(text: str) -> Turn:
+    return Turn(Role.USER, [Text(text)])
+
+
+async def test_concurrent_appends_share_transactions_and_all_land(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = SQLiteStore(tmp_path / "c.db")
+    batches: list[int] = []
+    write_batch = SQLiteStore._append_batch
+
+    def counted(self: SQLiteStore, batch: list) -> None:
+        batches.append(len(batch))
+        write_batch(self, batch)
+
+    monkeypatch.setattr(SQLiteStore, "_append_batch", counted)
+    async with anyio.create_task_group() as group:
+        for n in range(200):
+            group.start_soon(store.append, f"s{n}", 0, [turn(f"t{n}")], {"n": n})
+    assert sum(batches) == 200 and len(batches) < 20, batches
+    for n in (0, 77, 199):
+        state = await store.load(f"s{n}")
+        assert state is not None and [t.text for t in state] == [f"t{n}"] and state.meta == {"n": n}
+    await store.aclose()
+
+
+class HeldWriter:
+    """Holds the store's first transaction until ``release``, so the appends made meanwhile all wait and
+    share the next one."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.writing = threading.Event()
+        self.go_on = threading.Event()
+        self.batches: list[list[str]] = []
+        write_batch = SQLiteStore._append_batch
+
+        def held(store: SQLiteStore, batch: list) -> None:
+            self.batches.append([w.session_id for w in batch])
+            if len(self.batches) == 1:
+                self.writing.set()
+                self.go_on.wait(10)
+            write_batch(store, batch)
+
+        monkeypatch.setattr(SQLiteStore, "_append_batch", held)
+
+    async def started(self) -> None:
+        with anyio.fail_after(5):
+            while not self.writing.is_set():
+                await anyio.sleep(0.001)
+
+
+async def outcome(store: SQLiteStore, name: str, start: int = 0) -> object:
+    try:
+        await store.append(name, start, [turn(name)], {})
+    except StoreError as exc:
+        return exc
+    return "ok"
+
+
+async def test_an_append_refused_in_a_shared_transaction_fails_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, held = SQLiteStore(tmp_path / "c.db"), HeldWriter(monkeypatch)
+    outcomes: dict[str, object] = {}
+
+    async def append(name: str, start: int) -> None:
+        outcomes[name] = await outcome(store, name, start)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(append, "first", 0)
+        await held.started()
+        for name, start in (("a", 0), ("gap", 5), ("b", 0)):
+            group.start_soon(append, name, start)
+        await anyio.wait_all_tasks_blocked()
+        held.go_on.set()
+    assert held.batches == [["first"], ["a", "gap", "b"]]
+    assert outcomes["first"] == outcomes["a"] == outcomes["b"] == "ok"
+    assert isinstance(outcomes["gap"], StoreConflict)
+    assert await store.load("gap") is None and await store.load("b") is not None
+    await store.aclose()
+
+
+async def test_a_failed_shared_transaction_fails_every_append_in_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, held = SQLiteStore(tmp_path / "c.db"), HeldWriter(monkeypatch)
+    append_one = SQLiteStore._append_one
+
+    def disk_full_at_b(conn: sqlite3.Connection, write: object) -> None:
+        if getattr(write, "session_id") == "b":
+            raise sqlite3.OperationalError("database or disk is full")
+        append_one(conn, write)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SQLiteStore, "_append_one", staticmethod(disk_full_at_b))
+    outcomes: dict[str, object] = {}
+
+    async def append(name: str) -> None:
+        outcomes[name] = await outcome(store, name)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(append, "first")
+        await held.started()
+        for name in ("a", "b", "c"):
+            group.start_soon(append, name)
+        await anyio.wait_all_tasks_blocked()
+        held.go_on.set()
+    errors = [outcomes[name] for name in ("a", "b", "c")]
+    assert all(isinstance(e, StoreError) and "disk is full" in str(e) for e in errors), outcomes
+    assert len({id(e) for e in errors}) == 3  # each caller raises an error of its own
+    assert outcomes["first"] == "ok" and await store.load("first") is not None
+    assert [await store.load(name) for name in ("a", "b", "c")] == [None, None, None]
+    await store.aclose()
+
+
+async def test_an_append_cancelled_while_it_waits_is_never_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, held = SQLiteStore(tmp_path / "c.db"), HeldWriter(monkeypatch)
+    async with anyio.create_task_group() as group:
+        group.start_soon(outcome, store, "first")
+        await held.started()
+        with anyio.move_on_after(0.05):
+            await store.append("cancelled", 0, [turn("c")], {})
+        group.start_soon(outcome, store, "after")
+        await anyio.wait_all_tasks_blocked()
+        held.go_on.set()
+    assert held.batches == [["first"], ["after"]]
+    assert await store.load("cancelled") is None and await store.load("after") is not None
+    await store.aclose()
+
+
+async def test_an_append_cancelled_just_as_its_turn_to_write_comes_passes_the_turn_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, held = SQLiteStore(tmp_path / "c.db"), HeldWriter(monkeypatch)
+    second = anyio.CancelScope()
+    hand_over = SQLiteStore._hand_over
+
+    def then_cancel_the_next_writer(self: SQLiteStore) -> None:
+        hand_over(self)
+        second.cancel()  # the append just made the writer is cancelled before it runs again
+
+    monkeypatch.setattr(SQLiteStore, "_hand_over", then_cancel_the_next_writer)
+
+    async def cancelled() -> None:
+        with second:
+            await store.append("second", 0, [turn("s")], {})
+
+    with anyio.fail_after(10):  # a turn to write that went nowhere would leave "third" waiting for ever
+        async with anyio.create_task_group() as group:
+            group.start_soon(outcome, store, "first")
+            await held.started()
+            group.start_soon(cancelled)
+            await anyio.wait_all_tasks_blocked()
+            group.start_soon(outcome, store, "third")
+            await anyio.wait_all_tasks_blocked()
+            held.go_on.set()
+    assert held.batches == [["first"], ["third"]]
+    assert await store.load("second") is None and await store.load("third") is not None
     await store.aclose()
 
 
