@@ -12,7 +12,8 @@ scale a full garbage collection is a sizeable part of 250 ms, and its cost grows
 the process, so the other benchmarks' imports (MCP, the Docker SDK, ...) would tax this one. It runs twice:
 with the default collector, as an application embedding a ``Manager`` gets it, and as ``python -m session
 serve`` runs it, with the objects alive at start-up frozen (``gc.freeze()``). Each row's notes count the
-collections of each generation during the timed runs.
+collections of each generation during the timed runs. A third run stores the conversations in an SQLite
+file instead of memory (informational: the cost of durability, against the memory store's figure).
 
 Over HTTP (``HTTPConduit`` served by uvicorn on 127.0.0.1, a model that answers at once): p50/p99 latency
 from posting a message to its first event on the session's SSE stream, and to its first text delta, against
@@ -25,6 +26,7 @@ import gc
 import json
 import subprocess
 import sys
+import tempfile
 import time
 import tracemalloc
 from pathlib import Path
@@ -36,7 +38,7 @@ import httpx
 from cognitive import SingleShot, new_turn_processor
 from loop import Request
 from provider import Function
-from session import HTTPConduit, Manager, MemoryStore, MessageFailed, MessageFinished
+from session import HTTPConduit, Manager, MemoryStore, MessageFailed, MessageFinished, SQLiteStore, Store
 from tests.benchmarks._harness import Figure, median
 
 _ROOT = str(Path(__file__).resolve().parents[2])
@@ -81,9 +83,10 @@ class _Collections:
                          for g in range(3))
 
 
-async def _sessions(count: int, messages: int, window: _Collections | None = None) -> float:
+async def _sessions(count: int, messages: int, window: _Collections | None = None, store: Store | None = None
+                    ) -> float:
     """Seconds from the first message sent to the last message answered, for ``count`` sessions."""
-    manager = Manager(new_turn_processor(SingleShot), provider=Function(_reply), store=MemoryStore(),
+    manager = Manager(new_turn_processor(SingleShot), provider=Function(_reply), store=store or MemoryStore(),
                       max_sessions=count, queue_size=messages)
     async with manager:
         sessions = [await manager.open(f"s{i}") for i in range(count)]
@@ -187,7 +190,7 @@ def load(count: int, messages: int, repeats: int) -> dict[str, Any]:
     """The session load, timed: default collector, bare tasks, then start-up objects frozen (medians, s)."""
     gc.collect()
     found: dict[str, Any] = {"tracked_at_start": len(gc.get_objects())}
-    framework, bare, frozen = [], [], []
+    framework, bare, frozen, durable = [], [], [], []
     default_gc, frozen_gc = _Collections(), _Collections()
     gc.callbacks.extend([default_gc, frozen_gc])
     try:
@@ -203,11 +206,16 @@ def load(count: int, messages: int, repeats: int) -> dict[str, Any]:
                 frozen.append(frozen_gc.timed(count, messages))
             finally:
                 gc.unfreeze()
+        with tempfile.TemporaryDirectory() as folder:
+            for n in range(repeats):
+                gc.collect()
+                store = SQLiteStore(Path(folder) / f"sessions-{n}.db")
+                durable.append(anyio.run(_sessions, count, messages, None, store))
     finally:
         gc.callbacks.remove(default_gc)
         gc.callbacks.remove(frozen_gc)
-    found.update(framework=median(framework), bare=median(bare), frozen=median(frozen),
-                 framework_runs=framework, frozen_runs=frozen,
+    found.update(framework=median(framework), bare=median(bare), frozen=median(frozen), durable=median(durable),
+                 framework_runs=framework, frozen_runs=frozen, durable_runs=durable,
                  default_gc=default_gc.summary(repeats), frozen_gc=frozen_gc.summary(repeats))
     return found
 
@@ -252,6 +260,10 @@ def run(quick: bool = False) -> list[Figure]:
                    "gc.freeze() before the load, as `python -m session serve` does after start-up; "
                    f"median of {repeats} runs: {runs('frozen_runs')} ms",
                    f"collections per run, while timed: {found['frozen_gc']}")),
+        Figure("(s) sessions", f"{count:,} sessions x {messages} messages, SQLite store", found["durable"] * 1000,
+               "ms", total * 1000, "the same with the memory store", target_text="-", notes=(
+                   "WAL journal, synchronous=NORMAL, a file in a temporary folder; appends that arrive while a "
+                   f"transaction is written share the next one; median of {repeats} runs: {runs('durable_runs')} ms",)),
         Figure("(s) sessions", "peak memory per session", per_session / 1024, "KiB", per_task / 1024,
                "bare task doing the sleeps", target_text="-", notes=(
                    f"tracemalloc peak over a separate run of the same load: {per_session * count / 2**20:.1f} "
