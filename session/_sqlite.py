@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
+import anyio.from_thread
 import anyio.to_thread
 
 from loop import State, Turn, UsageError
@@ -72,15 +74,22 @@ class SQLiteStore:
         self._synchronous = synchronous
         self._conn: sqlite3.Connection | None = None
         self._lock = anyio.Lock()
+        self._db_lock = threading.Lock()
         self._waiting: list[_Write] = []  # appends not yet taken into a transaction
         self._writer_busy = False  # an append is writing (or about to): the others wait for it
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         async with self._lock:
             try:
-                return await anyio.to_thread.run_sync(fn, *args)
+                return await anyio.to_thread.run_sync(self._alone, fn, *args)
             except sqlite3.Error as exc:
                 raise StoreError(f"SQLite store {str(self.path)!r}: {type(exc).__name__}: {exc}") from exc
+
+    def _alone(self, fn: Callable[..., T], *args: Any) -> T:
+        # In the worker thread: one call on the connection at a time, even when the task that started a
+        # call was cancelled (natively, past anyio's shield) and the async lock let the next one in.
+        with self._db_lock:
+            return fn(*args)
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is not None:
@@ -161,31 +170,35 @@ class SQLiteStore:
             raise write.error
 
     async def _write_batch(self, write: _Write) -> None:
-        """As the writer: write every waiting append, ``write`` among them, then hand over."""
+        """As the writer: write every waiting append, ``write`` among them. The transaction's outcome is
+        reported (and the next writer chosen) when it ends, whatever happens meanwhile to this task."""
         try:
             async with self._lock:  # loads and deletes take it too
                 batch, self._waiting = self._waiting, []
                 for queued in batch:
                     queued.taken = True
-                failed: BaseException | None = None
-                try:
-                    await anyio.to_thread.run_sync(self._append_batch, batch)
-                except BaseException as exc:
-                    failed = exc  # the batch never reported: none of it counts as written
-                    raise
-                finally:
-                    for queued in batch:
-                        if failed is not None and queued.error is None:
-                            queued.error = StoreError(f"SQLite store {str(self.path)!r}: the write failed: {failed!r}")
-                        queued.done = True
-                        if queued.wake is not None and queued is not write:
-                            queued.wake.set()
+                with anyio.CancelScope(shield=True):  # the batch holds other callers' appends: see it through
+                    await anyio.to_thread.run_sync(self._write_and_report, batch, write)
         except BaseException:
-            if not write.taken:  # cancelled while waiting for the lock
+            if not write.taken:  # cancelled while waiting for the lock: it was never written
                 self._waiting.remove(write)
+                self._hand_over()
             raise
+
+    def _write_and_report(self, batch: list[_Write], writer: _Write) -> None:
+        """In the worker thread: write the batch, then report each outcome back in the event loop."""
+        try:
+            with self._db_lock:
+                self._append_batch(batch)
         finally:
-            self._hand_over()
+            anyio.from_thread.run_sync(self._finish, batch, writer)
+
+    def _finish(self, batch: list[_Write], writer: _Write) -> None:
+        for queued in batch:
+            queued.done = True
+            if queued.wake is not None and queued is not writer:
+                queued.wake.set()
+        self._hand_over()
 
     def _hand_over(self) -> None:
         """Make the first waiting append the writer, or leave no writer when none waits."""
@@ -198,26 +211,38 @@ class SQLiteStore:
             self._writer_busy = False
 
     def _append_batch(self, batch: list[_Write]) -> None:
-        """Write ``batch`` in one transaction; each write's outcome goes in its ``error``."""
+        """Write ``batch`` in one transaction; each write's outcome goes in its ``error``. Each append has a
+        savepoint of its own: one that is refused, or whose rows will not go in, fails alone."""
         conn = None
         try:
             conn = self._connect()
             conn.execute("BEGIN IMMEDIATE")
             for write in batch:
+                conn.execute("SAVEPOINT one_append")
                 try:
                     self._append_one(conn, write)
-                except (StoreError, UsageError) as exc:  # refused before it wrote anything: the others go on
-                    write.error = exc
+                except Exception as exc:
+                    conn.execute("ROLLBACK TO one_append")
+                    write.error = exc if isinstance(exc, (StoreError, UsageError)) else self._error(exc)
+                conn.execute("RELEASE one_append")
             conn.execute("COMMIT")
         except BaseException as exc:  # the transaction failed (a full disk ...): none of the batch was written
-            try:
-                if conn is not None and conn.in_transaction:
-                    conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass  # the transaction is gone either way
+            self._abandon(conn)
             for write in batch:
                 if write.error is None:
                     write.error = self._error(exc)
+
+    def _abandon(self, conn: sqlite3.Connection | None) -> None:
+        """Roll a failed transaction back; a connection that cannot is closed (the next call opens another)."""
+        if conn is None:
+            return
+        try:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            conn.close()
+            if self._conn is conn:
+                self._conn = None
 
     def _error(self, exc: BaseException) -> StoreError:
         """A fresh ``StoreError`` for one append of a batch that ``exc`` failed (each caller raises its own)."""
@@ -260,9 +285,12 @@ class SQLiteStore:
 
     async def aclose(self) -> None:
         async with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+            await anyio.to_thread.run_sync(self._alone, self._close)
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"

@@ -9,6 +9,7 @@ import sys
 import textwrap
 import threading
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -195,18 +196,28 @@ async def test_an_append_refused_in_a_shared_transaction_fails_alone(
     await store.aclose()
 
 
-async def test_a_failed_shared_transaction_fails_every_append_in_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+class FailingCommits:
+    """A connection whose commits fail (a full disk) from the ``after``-th on, counted in ``commits``."""
+
+    def __init__(self, conn: sqlite3.Connection, commits: list[int], after: int) -> None:
+        self._conn, self._commits, self._after = conn, commits, after
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql == "COMMIT":
+            self._commits.append(1)
+            if len(self._commits) >= self._after:
+                raise sqlite3.OperationalError("database or disk is full")
+        return self._conn.execute(sql, *args)
+
+
+async def test_a_failed_commit_fails_every_append_it_held(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store, held = SQLiteStore(tmp_path / "c.db"), HeldWriter(monkeypatch)
-    append_one = SQLiteStore._append_one
-
-    def disk_full_at_b(conn: sqlite3.Connection, write: object) -> None:
-        if getattr(write, "session_id") == "b":
-            raise sqlite3.OperationalError("database or disk is full")
-        append_one(conn, write)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(SQLiteStore, "_append_one", staticmethod(disk_full_at_b))
+    connect = SQLiteStore._connect
+    commits: list[int] = []
+    monkeypatch.setattr(SQLiteStore, "_connect", lambda self: FailingCommits(connect(self), commits, after=2))
     outcomes: dict[str, object] = {}
 
     async def append(name: str) -> None:
@@ -222,8 +233,98 @@ async def test_a_failed_shared_transaction_fails_every_append_in_it(
     errors = [outcomes[name] for name in ("a", "b", "c")]
     assert all(isinstance(e, StoreError) and "disk is full" in str(e) for e in errors), outcomes
     assert len({id(e) for e in errors}) == 3  # each caller raises an error of its own
+    monkeypatch.setattr(SQLiteStore, "_connect", connect)
     assert outcomes["first"] == "ok" and await store.load("first") is not None
     assert [await store.load(name) for name in ("a", "b", "c")] == [None, None, None]
+
+
+async def test_an_append_whose_rows_will_not_go_in_fails_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store, held = SQLiteStore(tmp_path / "c.db"), HeldWriter(monkeypatch)
+    outcomes: dict[str, object] = {}
+
+    async def append(name: str, text: str) -> None:
+        try:
+            await store.append(name, 0, [turn(text)], {})
+            outcomes[name] = "ok"
+        except StoreError as exc:
+            outcomes[name] = exc
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(append, "first", "fine")
+        await held.started()
+        group.start_soon(append, "a", "fine")
+        group.start_soon(append, "broken", "\ud800")  # a lone surrogate: no UTF-8 for it
+        group.start_soon(append, "b", "fine")
+        await anyio.wait_all_tasks_blocked()
+        held.go_on.set()
+    assert held.batches == [["first"], ["a", "broken", "b"]]
+    assert outcomes["a"] == outcomes["b"] == "ok" and isinstance(outcomes["broken"], StoreError)
+    assert await store.load("broken") is None and await store.load("b") is not None
+    await store.aclose()
+
+
+async def test_a_writer_cancelled_as_it_starts_still_writes_the_appends_it_took(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "c.db")
+    await store.load("warm")  # the connection is open: the writer goes straight to its transaction
+    outcomes: dict[str, object] = {}
+    scope = anyio.CancelScope()
+
+    async def writer() -> None:
+        with scope:
+            await store.append("w", 0, [turn("w")], {})
+
+    async def shielded(name: str) -> None:
+        with anyio.CancelScope(shield=True):  # as a session's writes are
+            outcomes[name] = await outcome(store, name)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(writer)
+        group.start_soon(shielded, "b")
+        group.start_soon(shielded, "c")
+
+        async def cancel() -> None:
+            scope.cancel()  # lands as the writer enters its transaction
+
+        group.start_soon(cancel)
+    assert outcomes == {"b": "ok", "c": "ok"}
+    assert [await store.load(name) is not None for name in "wbc"] == [True, True, True]
+    await store.aclose()
+
+
+async def test_a_writer_cancelled_natively_mid_transaction_reports_the_truth_and_blocks_nobody(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``asyncio.wait_for`` and friends cancel past anyio's shield: the transaction goes on in its thread; its
+    appends are reported when it ends, and the next transaction waits for it."""
+    import asyncio
+
+    inside, go_on = threading.Event(), threading.Event()
+    append_one = SQLiteStore._append_one
+
+    def held(conn: sqlite3.Connection, write: Any) -> None:
+        if write.session_id == "x":
+            inside.set()
+            go_on.wait(10)
+        append_one(conn, write)
+
+    monkeypatch.setattr(SQLiteStore, "_append_one", staticmethod(held))
+    store = SQLiteStore(tmp_path / "c.db")
+    await store.append("first", 0, [turn("first")], {})
+    writer = asyncio.ensure_future(outcome(store, "w"))
+    x = asyncio.ensure_future(outcome(store, "x"))
+    await asyncio.sleep(0)  # both queued: "w" writes, "x" waits for it
+    second = asyncio.ensure_future(outcome(store, "w2"))
+    with anyio.fail_after(5):
+        while not inside.is_set():
+            await anyio.sleep(0.001)
+    writer.cancel()
+    late = asyncio.ensure_future(outcome(store, "late"))  # must wait for the transaction under way
+    await anyio.sleep(0.05)
+    assert not late.done()
+    go_on.set()
+    results = await asyncio.gather(writer, x, second, late, return_exceptions=True)
+    assert isinstance(results[0], asyncio.CancelledError) and results[1:] == ["ok", "ok", "ok"]
+    assert [await store.load(name) is not None for name in ("w", "x", "w2", "late")] == [True] * 4
     await store.aclose()
 
 
