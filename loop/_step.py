@@ -14,10 +14,10 @@ from loop._accumulate import Accumulator
 from loop._events import EventBus, ToolFinished, ToolStarted, TurnCompleted, TurnFailed, TurnStarted
 from loop._parts import Part, Role, ToolCall, ToolResult
 from loop._progress import ProgressCallback, begin_turn, end_turn
-from loop._protocols import Options, Provider, Request, ToolSpec
+from loop._protocols import Options, Provider, Request
 from loop._state import State
 from loop._argcheck import ArgumentChecker
-from loop._tools import Tool, render, truncate
+from loop._tools import Tool, index_tools, render, truncate
 from loop._turn import Turn
 from loop.errors import UsageError
 
@@ -56,15 +56,7 @@ class Step:
     ) -> None:
         if not callable(getattr(provider, "stream", None)):
             raise UsageError(f"Step needs a provider with a stream(request) method, got {provider!r}")
-        by_name: dict[str, Tool] = {}
-        for t in tools:
-            spec = getattr(t, "spec", None)
-            if not isinstance(spec, ToolSpec) or not callable(getattr(t, "call", None)):
-                raise UsageError(f"{t!r} is not a Tool (it needs a ToolSpec .spec and an async .call); "
-                                 "decorate plain functions with @tool")
-            if spec.name in by_name:
-                raise UsageError(f"two tools are named {spec.name!r}; tool names must be unique in a step")
-            by_name[spec.name] = t
+        by_name = index_tools(tools, "in a step")
         if options is not None and not isinstance(options, Options):
             raise UsageError(f"options must be loop.Options, got {options!r}")
         for transform in transforms:

@@ -9,7 +9,7 @@ import inspect
 import json
 import re
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, Union, get_args, get_origin, get_type_hints, overload, runtime_checkable
 
 import anyio
@@ -134,6 +134,20 @@ def _enum_params(fn: Callable[..., Any]) -> dict[str, type[enum.Enum]]:
         if isinstance(hint, type) and issubclass(hint, enum.Enum):
             enums[key] = hint
     return enums
+
+
+def index_tools(tools: Iterable[Tool], where: str) -> dict[str, Tool]:
+    """``tools`` by name, each checked to be a ``Tool``; two with one name are refused (in ``where``)."""
+    by_name: dict[str, Tool] = {}
+    for t in tools:
+        spec = getattr(t, "spec", None)
+        if not isinstance(spec, ToolSpec) or not callable(getattr(t, "call", None)):
+            raise UsageError(f"{t!r} is not a Tool (it needs a ToolSpec .spec and an async .call); "
+                             "decorate plain functions with @tool")
+        if spec.name in by_name:
+            raise UsageError(f"two tools are named {spec.name!r}; tool names must be unique {where}")
+        by_name[spec.name] = t
+    return by_name
 
 
 def render(value: Any) -> str:

@@ -17,9 +17,9 @@ from typing import Any
 import anyio
 import attrs
 
-from loop import Tool, ToolSpec, UsageError, tracing
+from loop import Tool, UsageError, tracing
 from loop._argcheck import ArgumentChecker
-from loop._tools import json_default
+from loop._tools import index_tools, json_default
 from sandbox import _stubs
 
 _PATHLIKE = re.compile(r"(^|_)(path|paths|file|files|filename|filenames|dir|dirs|directory|folder)$", re.I)
@@ -59,15 +59,7 @@ class ToolBridge:
         tool_timeout: float = 60.0,
         max_result_bytes: int = 1_000_000,
     ) -> None:
-        by_name: dict[str, Tool] = {}
-        for t in tools:
-            spec = getattr(t, "spec", None)
-            if not isinstance(spec, ToolSpec) or not callable(getattr(t, "call", None)):
-                raise UsageError(f"{t!r} is not a Tool (it needs a ToolSpec .spec and an async .call); "
-                                 "decorate plain functions with @tool")
-            if spec.name in by_name:
-                raise UsageError(f"two tools are named {spec.name!r}; tool names must be unique")
-            by_name[spec.name] = t
+        by_name = index_tools(tools, "in a bridge")
         if not (isinstance(max_tool_calls, int) and not isinstance(max_tool_calls, bool) and max_tool_calls >= 0):
             raise UsageError(f"max_tool_calls must be an integer >= 0, got {max_tool_calls!r}")
         if not (isinstance(module, str) and module.isidentifier()):
