@@ -45,6 +45,7 @@ from loop.errors import (
     ServerError,
     StreamError,
 )
+from provider._http import plain
 
 _DELTAS: dict[str, type] = {"text": TextDelta, "reasoning": ReasoningDelta, "tool_call": ToolCallDelta,
                             "usage": UsageDelta, "finish": Finish}
@@ -66,22 +67,13 @@ class CassetteMismatch(UsageError):
     """Raised when a replayed request differs from the recorded one, or the cassette has no more exchanges."""
 
 
-def _plain(value: Any) -> Any:
-    """``value`` with mappings as dicts and tuples as lists, as it reads back from JSON."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
 def _turn_to_dict(turn: Any) -> dict[str, Any]:
     # A turn's meta is bookkeeping (timestamps, ids, finish reasons) that no provider sends to the model and
     # that turn equality ignores; keeping it would make replays fail on a timestamp and recordings fail on
     # anything JSON cannot hold.
     data = turn.to_dict()
     data.pop("meta", None)
-    return _plain(data)
+    return plain(data)
 
 
 def request_to_dict(request: Request) -> dict[str, Any]:
@@ -92,9 +84,9 @@ def request_to_dict(request: Request) -> dict[str, Any]:
         options["tool_choice"] = {"tool": choice.name}
     return {
         "turns": [_turn_to_dict(t) for t in request.turns],
-        "tools": [{"name": t.name, "description": t.description, "parameters": _plain(t.parameters)}
+        "tools": [{"name": t.name, "description": t.description, "parameters": plain(t.parameters)}
                   for t in request.tools],
-        "options": {k: _plain(v) for k, v in options.items() if v is not None},
+        "options": {k: plain(v) for k, v in options.items() if v is not None},
     }
 
 

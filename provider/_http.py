@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email.utils
+import ipaddress
 import json
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -28,6 +29,25 @@ BODY_EXCERPT = 2000
 # How long to keep reading after a stream's final event for the end of the body, so the connection goes back
 # to the pool for the next turn instead of being closed (the end usually arrives at once).
 DRAIN_SECONDS = 0.25
+
+
+def plain(value: Any) -> Any:
+    """``value`` with every mapping a dict and every sequence a list, as JSON reads back (schemas may be frozen)."""
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (``localhost``, ``127.0.0.0/8``, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def excerpt(text: str, limit: int = BODY_EXCERPT) -> str:

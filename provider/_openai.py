@@ -29,7 +29,7 @@ from loop import (
     UseTool,
 )
 from loop.errors import StreamError
-from provider._http import SSEEvent, drain, excerpt, sse_stream, status_error, transport_error
+from provider._http import SSEEvent, drain, excerpt, plain, sse_stream, status_error, transport_error
 
 OPENAI_URL = "https://api.openai.com/v1"
 DEFAULT_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
@@ -100,7 +100,7 @@ class OpenAICompatible:
         if request.tools:
             body["tools"] = [
                 {"type": "function",
-                 "function": {"name": t.name, "description": t.description, "parameters": _plain(t.parameters)}}
+                 "function": {"name": t.name, "description": t.description, "parameters": plain(t.parameters)}}
                 for t in request.tools
             ]
             if opts.tool_choice is not None:
@@ -117,7 +117,7 @@ class OpenAICompatible:
             body["stop"] = list(opts.stop)
         if opts.output_schema is not None:
             body["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": "output", "schema": _plain(opts.output_schema), "strict": self._strict}}
+                "name": "output", "schema": plain(opts.output_schema), "strict": self._strict}}
         return body
 
     def stream(self, request: Request) -> AsyncIterator[Delta]:
@@ -259,15 +259,6 @@ def _text(value: Any) -> str:
     if isinstance(value, list):
         return "".join(p.get("text") or "" for p in value if isinstance(p, dict) and p.get("type") == "text")
     raise TypeError(f"expected text, got {type(value).__name__}")
-
-
-def _plain(value: Any) -> Any:
-    """``value`` with every mapping a dict and every sequence a list, as JSON needs (schemas may be frozen)."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _usage(data: Mapping[str, Any]) -> Usage:

@@ -20,7 +20,6 @@ Conformance (in the spirit of ``trio.testing.check_one_way_stream``):
 from __future__ import annotations
 
 import inspect
-import ipaddress
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
@@ -48,6 +47,7 @@ from loop import (
     UsageDelta,
     UsageError,
 )
+from provider._http import is_loopback
 from provider._offline import Function, ReplyFunction, Scripted
 from provider._replies import Reply
 
@@ -146,17 +146,8 @@ def event_recorder() -> Iterator[Callable[[Step | EventBus], EventRecorder]]:
         recorder.close()
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def _refuse(request: httpx.Request) -> None:
-    if not _is_loopback(request.url.host):
+    if not is_loopback(request.url.host):
         raise ModelCallBlocked(
             f"a test tried to reach {request.url.scheme}://{request.url.host}: real model and network calls are "
             "blocked in tests; use the scripted or function_provider fixtures, or a server on 127.0.0.1"

@@ -42,10 +42,11 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from loop import EventBus, UsageError, tracing
+from provider._http import is_loopback
 from session._eventlog import EventLog, EventReader, EventsLost, time_ids
 from session._events import MessageQueued
 from session._guards import ERROR_HANDLERS, BearerAuth, BodyLimit, Problem, RateLimit, RateLimited, RequestLog
-from session._serving import is_loopback, listen, serve_asgi
+from session._serving import listen, serve_asgi
 from session._manager import Manager
 from session._openai_api import openai_routes
 from session._openapi import OPENAPI

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import socket
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -16,16 +15,6 @@ import uvicorn
 from loop import LoopError, UsageError, tracing
 
 _log = tracing.logger("session.serving")
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine only (``localhost``, ``127.0.0.0/8``, ``::1``)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def listen(host: str, port: int) -> socket.socket:

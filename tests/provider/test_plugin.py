@@ -28,7 +28,8 @@ from loop import (
     tool,
 )
 from provider import Function, Scripted, tool_call
-from provider.testing import EventRecorder, _is_loopback
+from provider._http import is_loopback
+from provider.testing import EventRecorder
 
 pytest_plugins = ["pytester"]
 
@@ -287,4 +288,4 @@ def test_this_session_runs_guarded() -> None:
      ("model.invalid", False), ("10.0.0.1", False), ("0.0.0.0", False), ("localhost.example", False)],
 )
 def test_only_loopback_hosts_count_as_local(host: str, loopback: bool) -> None:
-    assert _is_loopback(host) is loopback
+    assert is_loopback(host) is loopback
