@@ -83,7 +83,7 @@ class SQLiteStore:
             try:
                 return await anyio.to_thread.run_sync(self._alone, fn, *args)
             except sqlite3.Error as exc:
-                raise StoreError(f"SQLite store {str(self.path)!r}: {type(exc).__name__}: {exc}") from exc
+                raise self._error(exc) from exc
 
     def _alone(self, fn: Callable[..., T], *args: Any) -> T:
         # In the worker thread: one call on the connection at a time, even when the task that started a
@@ -146,9 +146,8 @@ class SQLiteStore:
         except (TypeError, ValueError) as exc:
             raise UsageError(f"cannot store session {session_id!r}: meta must be JSON data ({exc})") from exc
         # Group commit: one append at a time is the writer; those that arrive while it writes wait, and the
-        # next writer writes all of them in one transaction (an append that conflicts is refused before it
-        # writes anything, and fails alone). An append a transaction took is written even if its caller is
-        # cancelled.
+        # next writer writes all of them in one transaction (each in a savepoint: one that is refused fails
+        # alone). An append a transaction took is written even if its caller is cancelled.
         write = _Write(session_id, start, rows, meta_text)
         self._waiting.append(write)
         if self._writer_busy:
@@ -245,7 +244,7 @@ class SQLiteStore:
                 self._conn = None
 
     def _error(self, exc: BaseException) -> StoreError:
-        """A fresh ``StoreError`` for one append of a batch that ``exc`` failed (each caller raises its own)."""
+        """A fresh ``StoreError`` for ``exc`` (each append of a failed batch raises one of its own)."""
         if isinstance(exc, StoreError):
             error = StoreError(str(exc))
         else:
