@@ -41,12 +41,7 @@ from loop.errors import (
 )
 from provider import CassetteMismatch, Function, Recording, Replay, Retry, Scripted, tool_call
 from provider.testing import check_provider
-
-REQUEST = Request((Turn(Role.USER, (Text("hi"),)),))
-
-
-async def collect(p: Any, request: Request = REQUEST) -> list[Any]:
-    return [delta async for delta in p.stream(request)]
+from tests.provider.streams import REQUEST, collect
 
 
 def lines(path: Path) -> list[dict[str, Any]]:

@@ -6,11 +6,11 @@ from typing import Any
 import httpx
 import pytest
 
-from loop import Finish, Request, Role, Text, TextDelta, Turn, UsageError
+from loop import Finish, TextDelta, UsageError
 from provider import Anthropic, OpenAICompatible, from_spec
 from provider._spec import FORMS
+from tests.provider.streams import collect
 
-REQUEST = Request((Turn(Role.USER, (Text("hi"),)),))
 
 OPENAI_SSE = (
     'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant",'
@@ -45,10 +45,6 @@ class Mock:
     def _handle(self, request: httpx.Request) -> httpx.Response:
         self.requests.append(request)
         return httpx.Response(200, headers={"content-type": "text/event-stream"}, text=self._body)
-
-
-async def collect(p: Any) -> list[Any]:
-    return [delta async for delta in p.stream(REQUEST)]
 
 
 # -- the forms -----------------------------------------------------------------------------------------

@@ -19,7 +19,6 @@ from loop import (
     Text,
     TextDelta,
     ToolCallDelta,
-    Turn,
     Usage,
     UsageDelta,
     UsageError,
@@ -28,12 +27,7 @@ from loop import (
 )
 from loop.errors import ProviderError
 from provider import Function, Scripted, tool_call
-
-REQUEST = Request((Turn(Role.USER, (Text("hi"),)),))
-
-
-async def collect(p: Any, request: Request = REQUEST) -> list[Any]:
-    return [delta async for delta in p.stream(request)]
+from tests.provider.streams import REQUEST, collect
 
 
 async def test_a_sync_function_replies() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 import provider._retry
 from cognitive import ReAct
-from loop import Finish, Request, Role, State, Step, Text, TextDelta, Turn, UsageError, tool
+from loop import Finish, Request, Role, State, Step, Text, TextDelta, UsageError, tool
 from loop.errors import (
     AuthenticationError,
     BadRequestError,
@@ -26,8 +26,9 @@ from loop.errors import (
 from provider import Function, Retry, Scripted, tool_call
 from provider._http import status_error, transport_error
 from provider.testing import check_provider
+from tests.provider.streams import REQUEST, collect
 
-REQUEST = Request((Turn(Role.USER, (Text("hi"),)),))
+
 OK = [TextDelta("ok"), Finish("stop")]
 
 
@@ -74,10 +75,6 @@ class Faulty:
 
 def retry(inner: Any, fake: FakeTime, **settings: Any) -> Retry:
     return Retry(inner, sleep=fake.sleep, clock=fake.clock, **settings)
-
-
-async def collect(p: Any, request: Request = REQUEST) -> list[Any]:
-    return [delta async for delta in p.stream(request)]
 
 
 # -- what is retried -----------------------------------------------------------------------------------

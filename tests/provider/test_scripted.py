@@ -27,12 +27,7 @@ from loop import (
 )
 from loop.errors import ProviderError, ScriptExhausted
 from provider import Scripted, tool_call
-
-REQUEST = Request((Turn(Role.USER, (Text("hi"),)),))
-
-
-async def collect(p: Any, request: Request = REQUEST) -> list[Any]:
-    return [delta async for delta in p.stream(request)]
+from tests.provider.streams import collect
 
 
 def test_the_offline_names_are_exported() -> None:
