@@ -16,7 +16,7 @@ from provider import Function
 from session._guards import RateLimit
 from session._http import HTTPConduit
 from session._openapi import OPENAPI
-from tests.session.http_helpers import OTHER, TOKEN, echo, in_process, key, wait_turns
+from tests.session.http_helpers import OTHER, TOKEN, echo, in_process, wait_turns
 
 
 async def test_a_body_over_the_limit_is_413_by_its_content_length() -> None:
