@@ -57,7 +57,7 @@ class _Message:
 
     __slots__ = ("id", "parts", "result", "finished", "_done")
 
-    def __init__(self, message_id: str, parts: str | tuple[Part, ...]) -> None:
+    def __init__(self, message_id: str, parts: tuple[Part, ...]) -> None:
         self.id = message_id
         self.parts = parts
         self.result: State | BaseException | None = None
@@ -81,13 +81,11 @@ class _Message:
                 self._done.set()
 
 
-def _parts(message: Message) -> str | tuple[Part, ...]:
-    """The message's parts; a string stays one until the message is processed (a queued message then
-    holds nothing the garbage collector tracks but itself)."""
+def _parts(message: Message) -> tuple[Part, ...]:
     if isinstance(message, str):
         if not message.strip():
             raise UsageError("a message must not be empty")
-        return message
+        return (Text(message),)
     if isinstance(message, (list, tuple)):
         parts = tuple(message)
     else:
@@ -313,12 +311,8 @@ class Session:
         with tracing.NOOP_SPAN if tracer is None else tracing.start(
                 tracer, "session message", {"session.id": self.id, "session.message_id": item.id}):
             try:
-                parts = item.parts
-                meta = MappingProxyType({"message_id": item.id})
-                if type(parts) is str:
-                    state = await self._executor.submit(self._stored, Role.USER, Text(parts), meta=meta)
-                else:
-                    state = await self._executor.submit(self._stored, Role.USER, *parts, meta=meta)
+                state = await self._executor.submit(self._stored, Role.USER, *item.parts,
+                                                    meta=MappingProxyType({"message_id": item.id}))
                 state = await self.processor(self._executor, state)
                 if state is not self._stored:  # usually it is: every turn was stored as it completed
                     await self._persist(state)
