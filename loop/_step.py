@@ -112,6 +112,8 @@ class Step:
         the enclosing ``on_progress`` block is used. Either way the turn hides that callback from what it
         runs: its tools may run other agents, whose steps must never report into this conversation.
         """
+        if progress is not None and not callable(progress):
+            raise UsageError(f"progress must be an async function taking a State, got {progress!r}")
         progress, hidden = begin_turn(progress)
         try:
             opts = self._options.merge(options)

@@ -56,4 +56,10 @@ def from_spec(spec: str, *, client: httpx.AsyncClient | None = None) -> Provider
 
 def _base_url(variable: str) -> dict[str, str]:
     value = os.environ.get(variable, "").strip()
-    return {"base_url": value} if value else {}
+    if not value:
+        return {}
+    url = httpx.URL(value) if "://" in value else None
+    if url is None or url.scheme not in ("http", "https") or not url.host:
+        raise UsageError(f"{variable}={value!r} is not an http(s) URL like http://127.0.0.1:8000/v1; "
+                         f"fix it or unset it")
+    return {"base_url": value}

@@ -172,9 +172,13 @@ async def test_steps_run_side_by_side_in_a_block_each_report() -> None:
     assert sorted(s[-1].tool_calls[0].arguments for s in reported) == ['{"a": 1, "b": 1}', '{"a": 2, "b": 2}']
 
 
-def test_on_progress_needs_a_callable() -> None:
+async def test_progress_must_be_callable() -> None:
     with pytest.raises(UsageError, match="async callback"):
         on_progress("not a function")  # type: ignore[arg-type]
+    step = Step(Scripted(["never asked"]))
+    with pytest.raises(UsageError, match="progress must be an async function"):
+        await step.turn(START, progress="not a function")  # type: ignore[arg-type]
+    assert step.provider.used == 0  # refused before the model was asked
 
 
 def chat(n: int) -> State:

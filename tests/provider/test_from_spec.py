@@ -66,9 +66,10 @@ def test_a_base_url_in_the_environment_points_the_provider_elsewhere(
     monkeypatch.setenv(key, "k")
     monkeypatch.setenv(variable, "http://127.0.0.1:9/v1")
     assert from_spec(spec).base_url == "http://127.0.0.1:9/v1"
-    monkeypatch.setenv(variable, "not a url")
-    with pytest.raises(UsageError, match="base_url"):
-        from_spec(spec)
+    for bad in ("not a url", "ftp://127.0.0.1/v1", "http://"):
+        monkeypatch.setenv(variable, bad)
+        with pytest.raises(UsageError, match=f"{variable}=.* is not an http"):
+            from_spec(spec)
     monkeypatch.setenv(variable, "  ")
     assert from_spec(spec).base_url.startswith("https://api.")
 
