@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from loop import Options, Role, State, Text, Tool, TurnExecutor, UsageError, tracing
+from loop import Options, Role, State, Text, Tool, TurnExecutor, UsageError, scope, tracing
 from sandbox import ExecResult, Sandbox, ToolBridge, accepts_tools
 
 _NO_TOOLS = Options(tool_choice="none")  # tools are reached from the program, not called by the model
@@ -56,7 +56,7 @@ class CodeAction:
     assistant turn. If the program fails (no program, an error, a timeout, no ``FINAL:`` line), the tail of
     what went wrong goes back to the model, which may repair it up to ``max_repairs`` times, each run with a
     fresh tool budget. When every attempt failed, the model is asked for a plain-text answer and the state is
-    marked degraded. A ``SandboxError`` (the sandbox itself is broken) is raised, not retried.
+    its outcome is ``degraded``. A ``SandboxError`` (the sandbox itself is broken) is raised, not retried.
 
     Stateless: settings in ``__init__``; one instance can serve many conversations at once.
     """
@@ -99,8 +99,9 @@ class CodeAction:
             example=", ".join(names[:2]) or "final", max_tool_calls=max_tool_calls, marker=MARKER)
 
     async def run(self, state: State) -> State:
-        with tracing.span("invoke_agent CodeAction", {"gen_ai.operation.name": "invoke_agent",
-                                                      "gen_ai.agent.name": "CodeAction"}) as span:
+        with scope("CodeAction"), tracing.span(
+                "invoke_agent CodeAction",
+                {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "CodeAction"}) as span:
             step = self.step
             state = await step.submit(state, Role.SYSTEM, Text(self.prompt), meta={"kind": "code_action"})
             attempts = self.max_repairs + 1
@@ -118,7 +119,7 @@ class CodeAction:
                         span.set_attribute("code_action.attempts", attempt)
                         state = await step.submit(state, Role.ASSISTANT, Text(answer),
                                                   meta={"kind": "code_action_answer", "attempt": attempt})
-                        return state.with_meta(code_action={"attempts": attempt, "tool_calls": tool_calls})
+                        return state.with_outcome(data={"attempts": attempt, "tool_calls": tool_calls})
                     problem = describe_failure(result)
                 if attempt < attempts:
                     note = (f"{problem}\n\nAttempt {attempt} of {attempts} failed. Reply with the whole corrected "
@@ -131,9 +132,9 @@ class CodeAction:
                                                                             "attempt": attempts})
             state = await step.turn(state, _NO_TOOLS)
             span.set_attribute("code_action.attempts", attempts)
-            return state.with_meta(code_action={"attempts": attempts, "tool_calls": tool_calls}).degrade(
-                f"CodeAction: no program succeeded in {attempts} attempt{'s' if attempts > 1 else ''}; the answer "
-                "was asked for in plain text")
+            return state.with_outcome(
+                "degraded", f"CodeAction: no program succeeded in {attempts} attempt{'s' if attempts > 1 else ''}; "
+                "the answer was asked for in plain text", data={"attempts": attempts, "tool_calls": tool_calls})
 
     async def _execute(self, program: str) -> ExecResult:
         argv = [self.python, "main.py"]

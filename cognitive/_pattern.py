@@ -13,8 +13,9 @@ class Pattern(Protocol):
     """A way of reasoning: turns a conversation ``State`` into a new ``State`` ending in a written answer.
 
     A pattern is stateless: settings go in ``__init__`` and nothing is kept between runs, so one instance can
-    serve many conversations at once. A run stopped by a budget or cap returns its partial state marked
-    degraded (``state.degraded``, ``state.meta["degraded_reason"]``). Cancellation propagates unchanged.
+    serve many conversations at once. The answer turn carries the run's ``Outcome`` (``state.outcome``): a run
+    stopped by a budget or cap still writes an answer, marked ``degraded`` with the reason. Cancellation
+    propagates unchanged.
     """
 
     async def run(self, state: State) -> State: ...

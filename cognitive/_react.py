@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loop import Options, Role, State, TurnRunner, UsageError, tracing
+from loop import Options, Role, State, TurnRunner, UsageError, scope, tracing
 
 _FINAL = Options(tool_choice="none")
 
@@ -15,8 +15,8 @@ def _check_runner(step: object, who: str) -> None:
 class ReAct:
     """Reason and act: run turns until the model answers without calling a tool.
 
-    After ``max_turns`` turns that all called tools, one more turn is run with tools disabled so the run still
-    ends in a written answer, and the state is marked degraded.
+    A clean run records no outcome (``state.outcome`` is ``None``, which reads as ok). After ``max_turns`` turns that all called tools, one more turn is run with
+    tools disabled so the run still ends in a written answer, and its outcome is ``degraded``.
     """
 
     __slots__ = ("step", "max_turns")
@@ -29,14 +29,14 @@ class ReAct:
         self.max_turns = max_turns
 
     async def run(self, state: State) -> State:
-        with tracing.span("invoke_agent ReAct", {"gen_ai.operation.name": "invoke_agent",
-                                                 "gen_ai.agent.name": "ReAct"}):
+        with scope("ReAct"), tracing.span("invoke_agent ReAct", {"gen_ai.operation.name": "invoke_agent",
+                                                                 "gen_ai.agent.name": "ReAct"}):
             step = self.step
             for _ in range(self.max_turns):
                 state = await step.turn(state)
                 last = state.last
                 if last is not None and last.role is Role.ASSISTANT and not state.pending_calls:
-                    return state
+                    return state  # ok: an answer with no outcome recorded is a clean one
             state = await step.turn(state, _FINAL)
             return state.degrade(
                 f"ReAct reached max_turns={self.max_turns} with tools still being called; "
@@ -57,7 +57,8 @@ class SingleShot:
         self.step = step
 
     async def run(self, state: State) -> State:
-        return await self.step.turn(state)
+        with scope("SingleShot"):
+            return await self.step.turn(state)
 
     def __repr__(self) -> str:
         return f"SingleShot({self.step!r})"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from loop import Role, State, Text, TurnSubmitter, UsageError, tracing
+from loop import Role, State, Text, TurnSubmitter, UsageError, scope, tracing
 from loop.errors import VerificationError, VerificationFailed
 from verifier import Result, Status, Verifier, build_report, run_all
 
@@ -12,10 +12,13 @@ from verifier import Result, Status, Verifier, build_report, run_all
 class WithVerification:
     """Runs ``inner``, then every verifier concurrently on the result.
 
-    All PASS: the state is returned. Any ERROR: ``VerificationError`` at once (the check is broken; the model
-    cannot fix it). Any FAIL: the markdown report is submitted as a ``SYSTEM`` turn through ``submitter`` and
-    ``inner`` runs again from there, up to ``max_retries`` times; after that ``VerificationFailed`` carries the
-    final state and results. A verifier that runs past ``verifier_timeout`` seconds FAILs.
+    All PASS: the state is returned, its answer's outcome holding the results (under this wrapper's run path)
+    and no better than the inner run's. Any ERROR: ``VerificationError`` at once (the check is broken; the
+    model cannot fix it). Any FAIL: the markdown report is submitted as a ``SYSTEM`` turn through
+    ``submitter`` and ``inner`` runs again from there, up to ``max_retries`` times; after that
+    ``VerificationFailed`` carries the final state (its outcome ``failed``) and results. A verifier that runs
+    past ``verifier_timeout`` seconds FAILs. Verifiers run as branches: models they call are never taken for
+    the conversation.
     """
 
     __slots__ = ("inner", "submitter", "verifiers", "max_retries", "verifier_timeout")
@@ -49,8 +52,9 @@ class WithVerification:
         self.verifier_timeout = verifier_timeout
 
     async def run(self, state: State) -> State:
-        with tracing.span("invoke_agent WithVerification", {"gen_ai.operation.name": "invoke_agent",
-                                                            "gen_ai.agent.name": "WithVerification"}) as span:
+        with scope("WithVerification"), tracing.span(
+                "invoke_agent WithVerification",
+                {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "WithVerification"}) as span:
             state = await self.inner.run(state)  # type: ignore[attr-defined]
             attempt = 0
             while True:
@@ -62,13 +66,13 @@ class WithVerification:
                                             state=state, results=results)
                 if all(r.status is Status.PASS for r in results):
                     span.set_attribute("verification.retries", attempt)
-                    return state.with_meta(verification=_summary(results, attempt))
+                    return state.with_outcome(data=_summary(results, attempt))
                 if attempt == self.max_retries:
                     failing = ", ".join(r.name for r in results if r.status is Status.FAIL)
-                    raise VerificationFailed(
-                        f"verifier {failing} still failing after {self.max_retries} "
-                        f"retr{'y' if self.max_retries == 1 else 'ies'}",
-                        state=state.with_meta(verification=_summary(results, attempt)), results=results)
+                    message = (f"verifier {failing} still failing after {self.max_retries} "
+                               f"retr{'y' if self.max_retries == 1 else 'ies'}")
+                    raise VerificationFailed(message, state=state.with_outcome(
+                        "failed", message, data=_summary(results, attempt)), results=results)
                 attempt += 1
                 state = await self.submitter.submit(
                     state, Role.SYSTEM, Text(build_report(results)),

@@ -121,7 +121,7 @@ async def main(unsafe_local: bool) -> None:
             except SandboxError as exc:
                 raise SystemExit(f"\nthe sandbox cannot run: {exc}\n(or try --unsafe-local)") from None
     print(f"\nfinal answer: {state.answer}")
-    print(f"code action: {state.meta['code_action']}{' (degraded)' if state.degraded else ''}")
+    print(f"code action: {state.outcome.data['CodeAction']}{' (degraded)' if state.degraded else ''}")
 
 
 if __name__ == "__main__":

@@ -115,7 +115,7 @@ async def main() -> None:
     if failure:
         raise SystemExit(f"\nthe run failed: {failure}")
     print(f"\nfinal answer: {state.answer}")
-    print(f"verification: {state.meta['verification']}")
+    print(f"verification: {state.outcome.data['WithVerification']}")
     print(f"tokens: {state.usage.input_tokens} in, {state.usage.output_tokens} out")
 
 

@@ -13,6 +13,10 @@ from loop._events import (
     TurnFailed,
     TurnStarted,
 )
+from loop._budget import PRICES, Budget, Price, Spent, charge
+from loop._fanout import BranchResult, as_completed, fan_out
+from loop._outcome import Outcome
+from loop._output import OutputType
 from loop._parts import Part, Reasoning, Role, Text, ToolCall, ToolResult, Usage
 from loop._progress import ProgressCallback, on_progress
 from loop._protocols import (
@@ -32,6 +36,8 @@ from loop._protocols import (
     UsageDelta,
     UseTool,
 )
+from loop._pipeline import ToolPipeline
+from loop._scope import Carried, RunScope, branch, carry, current_scope, main_line, run_path, scope
 from loop._state import State
 from loop._step import Step, Transform
 from loop._tools import FunctionTool, Tool, tool
@@ -39,6 +45,9 @@ from loop._turn import Turn
 from loop.errors import LoopError, UsageError
 
 __all__ = [
+    "BranchResult",
+    "Budget",
+    "Carried",
     "Delta",
     "EventBus",
     "EventsDropped",
@@ -46,13 +55,19 @@ __all__ = [
     "FunctionTool",
     "LoopError",
     "Options",
+    "Outcome",
+    "OutputType",
+    "PRICES",
     "Part",
+    "Price",
     "ProgressCallback",
     "Provider",
     "Reasoning",
     "ReasoningDelta",
     "Request",
     "Role",
+    "RunScope",
+    "Spent",
     "State",
     "Step",
     "Subscription",
@@ -63,6 +78,7 @@ __all__ = [
     "ToolCallDelta",
     "ToolChoice",
     "ToolFinished",
+    "ToolPipeline",
     "ToolResult",
     "ToolSpec",
     "ToolStarted",
@@ -78,6 +94,15 @@ __all__ = [
     "UsageDelta",
     "UsageError",
     "UseTool",
+    "as_completed",
+    "branch",
+    "carry",
+    "charge",
+    "current_scope",
+    "fan_out",
+    "main_line",
     "on_progress",
+    "run_path",
+    "scope",
     "tool",
 ]

@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 
 from loop._parts import ToolCall, ToolResult
+from loop._scope import current_scope
 from loop._turn import Turn
 from loop._wake import Wake
 from loop.errors import UsageError
@@ -48,6 +49,27 @@ class ToolFinished:
 
 
 @attrs.frozen
+class BudgetReport:
+    """A budgeted run ended: what it ``spent`` in all (a ``loop.Spent``), ``by_path`` (every run path that
+    spent, discarded branches included), and why the budget ran out (``exhausted``, ``None`` if it did not)."""
+
+    budget: str
+    spent: Any
+    by_path: Any
+    exhausted: str | None = None
+
+
+@attrs.frozen
+class Stamped:
+    """An event as a stamped subscription receives it: with the run ``path`` that published it, and whether
+    it came from the main line (``main``) rather than a branch, a tool, or a task of its own."""
+
+    event: Any
+    path: str
+    main: bool
+
+
+@attrs.frozen
 class EventsDropped:
     """Delivered in place of ``count`` events a subscriber missed because its buffer was full."""
 
@@ -62,9 +84,10 @@ class Subscription:
     events but never slows the publisher. Use it as a context manager, or call ``close``.
     """
 
-    def __init__(self, bus: EventBus, buffer: int | None) -> None:
+    def __init__(self, bus: EventBus, buffer: int | None, stamped: bool = False) -> None:
         self._bus = bus
         self._buffer = buffer
+        self.stamped = stamped
         self._queue: deque[Any] = deque()
         self._dropped = 0
         self._wake: Wake | None = None
@@ -130,17 +153,26 @@ class EventBus:
     def __init__(self) -> None:
         self._subscribers: tuple[Subscription, ...] = ()
 
-    def subscribe(self, *, buffer: int | None = 1024) -> Subscription:
-        """A new subscription to every event published from now on."""
+    def subscribe(self, *, buffer: int | None = 1024, stamped: bool = False) -> Subscription:
+        """A new subscription to every event published from now on. A ``stamped`` one receives each event
+        wrapped in a ``Stamped`` naming the run path that published it and whether that was the main line
+        (a streaming conduit shows the main line's text only, never five samples interleaved)."""
         if buffer is not None and (not isinstance(buffer, int) or buffer < 1):
             raise UsageError(f"buffer must be a positive integer or None, got {buffer!r}")
-        sub = Subscription(self, buffer)
+        sub = Subscription(self, buffer, stamped)
         self._subscribers = (*self._subscribers, sub)
         return sub
 
     def publish(self, event: Any) -> None:
+        stamp: Stamped | None = None
         for sub in self._subscribers:
-            sub._offer(event)
+            if sub.stamped:
+                if stamp is None:
+                    scope = current_scope()
+                    stamp = Stamped(event, scope.path, scope.on_main_line)
+                sub._offer(stamp)
+            else:
+                sub._offer(event)
 
     @property
     def has_subscribers(self) -> bool:

@@ -12,11 +12,16 @@ from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
+import attrs
+
+from loop._outcome import DEGRADED, META_KEY, OK, Outcome, outcome_of_meta, split_old_meta
 from loop._parts import Part, Role, ToolCall, ToolResult, Usage
 from loop._turn import EMPTY, Turn
+from loop._scope import run_path
 from loop.errors import UsageError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+_READS = (1, 2)  # version 1 kept run results in the state's meta; they are moved onto the answer turn
 _ZERO = Usage()
 
 
@@ -83,9 +88,38 @@ class State:
                     merged[key] = value
         return State._make(self._node, _freeze(merged))
 
+    def with_outcome(
+        self, status: str = OK, reason: str = "", *, data: Any = None, path: str | None = None
+    ) -> State:
+        """A new state whose answer turn (the last assistant turn) records how the run ended.
+
+        ``data`` is kept under ``path`` (by default the current run path, see ``loop.run_path``). An outcome
+        already on that turn composes with this one: the worse status wins and both sets of data are kept,
+        so a wrapper never reports better than the run it wraps. Raises ``UsageError`` when there is no
+        answer to record it on (no assistant turn, or a user turn after the last one).
+        """
+        own = Outcome(status, reason, None if data is None else {run_path() if path is None else path: data})
+        trailing: list[Turn] = []
+        node = self._node
+        while node is not None and node.turn.role is not Role.ASSISTANT:
+            if node.turn.role is Role.USER:
+                raise UsageError("cannot record an outcome: a user turn follows the last answer, so this run "
+                                 "wrote no answer yet")
+            trailing.append(node.turn)
+            node = node.prev
+        if node is None:
+            raise UsageError("cannot record an outcome: the state holds no assistant turn (no answer)")
+        turn = node.turn
+        existing = outcome_of_meta(turn.meta)
+        combined = own if existing is None else existing.worse(own)
+        new = _Node(attrs.evolve(turn, meta={**turn.meta, META_KEY: combined.to_dict()}), node.prev)
+        for later in reversed(trailing):
+            new = _Node(later, new)
+        return State._make(new, self._meta)
+
     def degrade(self, reason: str) -> State:
-        """A new state marked as a degraded outcome (stopped on a budget or a cap) with the ``reason``."""
-        return self.with_meta(degraded=True, degraded_reason=reason)
+        """``with_outcome("degraded", reason)``: the answer was written after a budget or cap stopped the run."""
+        return self.with_outcome(DEGRADED, reason)
 
     # -- reading ------------------------------------------------------------------------------------------
 
@@ -138,12 +172,12 @@ class State:
             node = node.prev
         return State._make(node, self._meta)
 
-    def common_prefix(self, other: State) -> int:
+    def common_prefix(self, other: State, *, meta: bool = True) -> int:
         """How many leading turns this state and ``other`` have in common.
 
         Forks of one state share their prefix as the same objects, found in time proportional to how far
         the two have diverged; turns that are merely equal (say, a state read back from a store) are
-        compared by value over the part not shared.
+        compared by value over the part not shared, and by their meta too unless ``meta=False``.
         """
         a, b = self._node, other._node
         ours: list[Turn] = []
@@ -160,7 +194,7 @@ class State:
             a, b = a.prev, b.prev  # type: ignore[union-attr]
         shared = 0 if a is None else a.size
         for mine, yours in zip(reversed(ours), reversed(theirs)):
-            if mine != yours or mine.meta != yours.meta:
+            if mine != yours or (meta and mine.meta != yours.meta):
                 break
             shared += 1
         return shared
@@ -179,8 +213,22 @@ class State:
         return _ZERO if self._node is None else self._node.usage
 
     @property
+    def outcome(self) -> Outcome | None:
+        """How the run that wrote the last answer ended; ``None`` when no run recorded one, or when a user
+        turn follows the last assistant turn (that message has no answer yet)."""
+        for turn in self.reversed():
+            role = turn.role
+            if role is Role.ASSISTANT:
+                return outcome_of_meta(turn.meta)
+            if role is Role.USER:
+                return None
+        return None
+
+    @property
     def degraded(self) -> bool:
-        return bool(self._meta.get("degraded", False))
+        """Whether the last answer was written after a budget or cap stopped its run."""
+        outcome = self.outcome
+        return outcome is not None and outcome.status == DEGRADED
 
     @property
     def answer(self) -> str | None:
@@ -236,15 +284,35 @@ class State:
         if not isinstance(data, Mapping):
             raise UsageError(f"state: expected a JSON object, got {type(data).__name__}")
         version = data.get("version")
-        if version != FORMAT_VERSION:
-            raise UsageError(f"state: unsupported format version {version!r} (this code reads {FORMAT_VERSION})")
+        if version not in _READS:
+            raise UsageError(f"state: unsupported format version {version!r} (this code reads "
+                             f"{', '.join(map(str, _READS))})")
         turns = data.get("turns")
         if not isinstance(turns, list):
             raise UsageError("state: 'turns' must be a list")
         meta = data.get("meta", {})
         if not isinstance(meta, Mapping):
             raise UsageError("state: 'meta' must be an object")
-        return cls([Turn.from_dict(t, where=f"turn {i}") for i, t in enumerate(turns)], meta)
+        parsed = [Turn.from_dict(t, where=f"turn {i}") for i, t in enumerate(turns)]
+        return cls.restore(parsed, meta) if version == 1 else cls(parsed, meta)
+
+    @classmethod
+    def restore(cls, turns: tuple[Turn, ...] | list[Turn], meta: Mapping[str, Any] | None = None) -> State:
+        """A conversation stored by an older version, as a state: the run results it kept in the state's
+        meta (``degraded``, ``degraded_reason``, ``verification``, ``code_action``) move onto the last
+        answer's outcome, where they belong."""
+        meta, old = split_old_meta(meta or {})
+        state = cls(turns, meta)
+        if old is None or not any(t.role is Role.ASSISTANT for t in turns):
+            return state
+        last = next(t for t in state.reversed() if t.role is Role.ASSISTANT)
+        if outcome_of_meta(last.meta) is not None:
+            return state
+        data = old.data
+        state = state.with_outcome(old.status, old.reason, data=None)
+        for path, value in data.items():
+            state = state.with_outcome(OK, data=value, path=path)
+        return state
 
     @classmethod
     def from_json(cls, text: str | bytes) -> State:

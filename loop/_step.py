@@ -2,30 +2,32 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+import functools
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Union
 
 import anyio
-import anyio.lowlevel
 
 from loop import tracing
 from loop._accumulate import Accumulator
-from loop._events import EventBus, ToolFinished, ToolStarted, TurnCompleted, TurnFailed, TurnStarted
-from loop._parts import Part, Role, ToolCall, ToolResult
+from loop._budget import _TURNS, Spend, charge_usage, exhausted_error, reserve
+from loop._events import EventBus, TurnCompleted, TurnFailed, TurnStarted
+from loop._parts import Part, Role, ToolResult
+from loop._pipeline import CANCELLED, ToolPipeline, error_result
 from loop._progress import ProgressCallback, begin_turn, end_turn
 from loop._protocols import Options, Provider, Request
+from loop._scope import RunScope, current_scope, current_task
 from loop._state import State
-from loop._argcheck import ArgumentChecker
-from loop._tools import Tool, index_tools, render, truncate
+from loop._tools import Tool
 from loop._turn import Turn
-from loop.errors import UsageError
+from loop.errors import BudgetExhausted, UsageError
 
-Transform = Callable[[State], State]
+Transform = Callable[[State], Union[State, Awaitable[State]]]
+"""A view of the conversation for the model: ``State -> State``, sync or async. It never rewrites history."""
 
 _DEFAULT_OPTIONS = Options()  # immutable, so every step without options can share it
-CANCELLED = "cancelled: the turn was interrupted before this tool call finished"
-_log = tracing.logger("loop.step")
+__all__ = ["CANCELLED", "Step", "Transform"]
 
 
 class Step:
@@ -36,12 +38,16 @@ class Step:
     concurrently and appends one ``TOOL`` turn with a result for every call, in call order. Unknown tools,
     malformed or schema-breaking arguments, exceptions, timeouts and cancellations all become error results.
 
+    Every provider call and every tool call is charged to the budgets of the run scope (``loop.Budget``,
+    opened by ``cognitive.WithBudget``): a turn that would pass a turn limit is never sent and raises
+    ``BudgetExhausted``; a tool call that would pass a tool-call limit gets an error result, and the turn
+    then raises ``BudgetExhausted`` carrying the state with every call answered.
+
     A step holds settings only; the same step can serve any number of conversations at once. Events go to
     ``events`` (a new ``EventBus`` unless one is given).
     """
 
-    __slots__ = ("_provider", "_tools", "_specs", "_checkers", "_options", "_transforms", "events",
-                 "_tool_timeout", "_max_result_chars")
+    __slots__ = ("_provider", "_pipeline", "_specs", "_options", "_transforms", "_async_view", "events")
 
     def __init__(
         self,
@@ -56,25 +62,24 @@ class Step:
     ) -> None:
         if not callable(getattr(provider, "stream", None)):
             raise UsageError(f"Step needs a provider with a stream(request) method, got {provider!r}")
-        by_name = index_tools(tools, "in a step")
         if options is not None and not isinstance(options, Options):
             raise UsageError(f"options must be loop.Options, got {options!r}")
+        if isinstance(transforms, (str, bytes)) or not isinstance(transforms, Iterable):
+            raise UsageError(f"transforms must be a list of functions State -> State, got {transforms!r}")
+        transforms = tuple(transforms)
         for transform in transforms:
             if not callable(transform):
                 raise UsageError(f"a transform must be a function State -> State, got {transform!r}")
-        if not (isinstance(tool_timeout, (int, float)) and tool_timeout > 0):
-            raise UsageError(f"tool_timeout must be a positive number of seconds, got {tool_timeout!r}")
-        if not (isinstance(max_result_chars, int) and max_result_chars > 0):
-            raise UsageError(f"max_result_chars must be a positive integer, got {max_result_chars!r}")
-        self._provider = provider
-        self._tools = by_name
-        self._specs = tuple(t.spec for t in by_name.values())
-        self._checkers = {name: ArgumentChecker(t.spec.parameters) for name, t in by_name.items()}
-        self._options = options or _DEFAULT_OPTIONS
-        self._transforms = tuple(transforms)
         self.events = events if events is not None else EventBus()
-        self._tool_timeout = float(tool_timeout)
-        self._max_result_chars = max_result_chars
+        self._pipeline = ToolPipeline(tools, events=self.events, timeout=tool_timeout,
+                                      max_result_chars=max_result_chars)
+        self._provider = provider
+        self._specs = tuple(t.spec for t in self._pipeline.tools)
+        self._options = options or _DEFAULT_OPTIONS
+        self._transforms = transforms
+        # Async transforms are recognised once, here; one that returns an awaitable anyway is awaited too.
+        self._async_view = any(inspect.iscoroutinefunction(t) or inspect.iscoroutinefunction(
+            getattr(t, "__call__", None)) for t in transforms)
 
     @property
     def provider(self) -> Provider:
@@ -82,16 +87,26 @@ class Step:
 
     @property
     def tools(self) -> tuple[Tool, ...]:
-        return tuple(self._tools.values())
+        return self._pipeline.tools
+
+    @property
+    def pipeline(self) -> ToolPipeline:
+        """The tool pipeline this step's turns run their calls through; call tools without a model turn
+        with ``await step.pipeline.run(calls)`` and they get the same checks, events and budget charges."""
+        return self._pipeline
 
     @property
     def options(self) -> Options:
         return self._options
 
-    def view(self, state: State) -> State:
-        """What the model sees of ``state``: the state passed through every transform."""
+    async def view(self, state: State) -> State:
+        """What the model sees of ``state``: the state passed through every transform (sync or async)."""
         for transform in self._transforms:
-            state = transform(state)
+            state = transform(state)  # type: ignore[assignment]
+            if inspect.isawaitable(state):
+                state = await state
+            if not isinstance(state, State):
+                raise UsageError(f"transform {transform!r} returned {state!r}, not a State")
         return state
 
     async def submit(
@@ -100,7 +115,11 @@ class Step:
         """Append a turn that did not come from the model, and publish it."""
         turn = Turn(role, parts, meta or {})
         self.events.publish(TurnCompleted(turn))
-        return state.append_turn(turn)
+        state = state.append_turn(turn)
+        scope = current_scope()
+        if scope.budgets:
+            self._follow(scope, state)
+        return state
 
     async def turn(
         self, state: State, options: Options | None = None, *, progress: ProgressCallback | None = None
@@ -114,139 +133,133 @@ class Step:
         """
         if progress is not None and not callable(progress):
             raise UsageError(f"progress must be an async function taking a State, got {progress!r}")
+        if not isinstance(state, State):
+            raise UsageError(f"a turn runs on a loop.State, got {state!r}")
         progress, hidden = begin_turn(progress)
         try:
             opts = self._options.merge(options)
+            scope = current_scope()
+            budgets = scope.budgets
+            if budgets:
+                self._reserve_turn(budgets, scope, state, opts)
             bus = self.events
             if bus.has_subscribers:
                 bus.publish(TurnStarted(len(state)))
-            request = Request(self.view(state).turns, self._specs, opts)
-            tracer = tracing.current_tracer()
-            acc: Accumulator | None = None  # made at the first delta: nothing to hold while the model thinks
-            try:
-                with _chat_span(tracer, opts) as span:
-                    stream = self._provider.stream(request)
-                    # (bound methods are looked up when needed, not held across the stream's awaits)
-                    try:
-                        async for delta in stream:
-                            if acc is None:
-                                acc = Accumulator()
-                            acc.add(delta)
-                            bus.publish(delta)
-                    except BaseException:
-                        aclose = getattr(stream, "aclose", None)
-                        if aclose is not None:
-                            # Release the provider's connection even when the turn is being cancelled.
-                            with anyio.CancelScope(shield=True):
-                                await aclose()
-                        raise
-                    # An async generator that ran to its end is closed already (its frame is gone).
-                    if getattr(stream, "ag_frame", True) is not None:
-                        aclose = getattr(stream, "aclose", None)
-                        if aclose is not None:
-                            await aclose()
-                    if acc is None:
-                        acc = Accumulator()
-                    turn = acc.turn(opts.model)
-                    if tracer is not None:
-                        _record_usage(span, turn, acc.finish)
-            except BaseException as exc:
-                bus.publish(TurnFailed(exc))
-                raise
+            view = await self.view(state) if self._async_view else self._view(state)
+            request = Request(view.turns, self._specs, opts)
+            turn = await self._stream(request, opts, bus)
             state = state.append_turn(turn)
             if bus.has_subscribers:
                 bus.publish(TurnCompleted(turn))
+            passed: Spend | None = None
+            if budgets:
+                usage = turn.usage
+                if usage is not None:
+                    passed = charge_usage(budgets, usage, turn.meta.get("model") or self._model(opts), scope.path)
+                self._follow(scope, state)
             calls = turn.tool_calls
             if calls:
-                if progress is not None:
-                    await progress(state)
-                results = await self._run_tools(state, calls, tracer, progress, disabled=opts.tool_choice == "none")
+                if passed is not None:
+                    # A token or cost limit was passed by this response: its calls are answered, not run.
+                    results = tuple(error_result(c, f"not run: {exhausted_error(passed, None)}") for c in calls)
+                else:
+                    if progress is not None:
+                        await progress(state)
+                    results = await self._pipeline.run(
+                        calls, disabled=opts.tool_choice == "none",
+                        on_cancel=functools.partial(self._cancelled, state, progress, scope))
                 tool_turn = Turn(Role.TOOL, results)
                 state = state.append_turn(tool_turn)
                 if bus.has_subscribers:
                     bus.publish(TurnCompleted(tool_turn))
+                if budgets:
+                    self._follow(scope, state)
+            if budgets:
+                for spend in budgets:
+                    if spend.exhausted is not None and not spend.closed:
+                        spend.exhaust(spend.exhausted)
+                        raise exhausted_error(spend, state)
             return state
         finally:
             end_turn(hidden)
 
-    async def _run_tools(
-        self, state: State, calls: tuple[ToolCall, ...], tracer: Any, progress: ProgressCallback | None, *,
-        disabled: bool,
-    ) -> tuple[ToolResult, ...]:
-        results: list[ToolResult | None] = [None] * len(calls)
+    def _view(self, state: State) -> State:
+        for transform in self._transforms:
+            state = transform(state)  # type: ignore[assignment]
+        return state
 
-        async def run_into(index: int) -> None:
-            results[index] = await self._run_call(calls[index], tracer, disabled)
-
+    async def _stream(self, request: Request, opts: Options, bus: EventBus) -> Turn:
+        tracer = tracing.current_tracer()
+        acc: Accumulator | None = None  # made at the first delta: nothing to hold while the model thinks
         try:
-            if len(calls) == 1:
-                await run_into(0)  # one call needs no task group
-            else:
-                async with anyio.create_task_group() as group:
-                    for index in range(len(calls)):
-                        group.start_soon(run_into, index)
+            with _chat_span(tracer, opts) as span:
+                stream = self._provider.stream(request)
+                # (bound methods are looked up when needed, not held across the stream's awaits)
+                try:
+                    async for delta in stream:
+                        if acc is None:
+                            acc = Accumulator()
+                        acc.add(delta)
+                        bus.publish(delta)
+                except BaseException:
+                    aclose = getattr(stream, "aclose", None)
+                    if aclose is not None:
+                        # Release the provider's connection even when the turn is being cancelled.
+                        with anyio.CancelScope(shield=True):
+                            await aclose()
+                    raise
+                # An async generator that ran to its end is closed already (its frame is gone).
+                if getattr(stream, "ag_frame", True) is not None:
+                    aclose = getattr(stream, "aclose", None)
+                    if aclose is not None:
+                        await aclose()
+                if acc is None:
+                    acc = Accumulator()
+                turn = acc.turn(opts.model)
+                if tracer is not None:
+                    _record_usage(span, turn, acc.finish)
         except BaseException as exc:
-            # Cancelled mid-call: answer every open call so that the published history stays valid to send
-            # back to a model, then let the cancellation go on.
-            answered = Turn(Role.TOOL, [r if r is not None else _error(c, CANCELLED) for r, c in zip(results, calls)])
-            self.events.publish(TurnCompleted(answered))
-            self.events.publish(TurnFailed(exc))
-            if progress is not None:
-                with anyio.CancelScope(shield=True):
-                    await progress(state.append_turn(answered))
+            bus.publish(TurnFailed(exc))
             raise
-        return tuple(results)  # type: ignore[arg-type]
+        return turn
 
-    async def _run_call(self, call: ToolCall, tracer: Any, disabled: bool) -> ToolResult:
-        bus = self.events
-        if bus.has_subscribers:
-            bus.publish(ToolStarted(call))
-        started = time.perf_counter()
-        if tracer is None:
-            result = await self._call(call, disabled)
-        else:
-            with tracing.start(tracer, f"execute_tool {call.name}", {
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": call.name,
-                "gen_ai.tool.call.id": call.id,
-            }) as span:
-                result = await self._call(call, disabled)
-                if result.is_error:
-                    span.set_attribute("error.type", "tool_error")
-        if bus.has_subscribers:
-            bus.publish(ToolFinished(call, result, time.perf_counter() - started))
-        return result
+    def _model(self, opts: Options) -> str | None:
+        return opts.model or getattr(self._provider, "model", None)
 
-    async def _call(self, call: ToolCall, disabled: bool) -> ToolResult:
-        if disabled:
-            return _error(call, "tools are disabled for this turn; answer in text without calling a tool")
-        tool = self._tools.get(call.name)
-        if tool is None:
-            known = ", ".join(sorted(self._tools)) or "none"
-            what = "a tool with no name" if not call.name else f"unknown tool {call.name!r}"
-            return _error(call, f"{what}; the tools you can call are: {known}")
-        arguments = self._checkers[call.name].parse(call.arguments)
-        if isinstance(arguments, str):
-            return _error(call, arguments)
-        timeout = getattr(tool, "timeout", None) or self._tool_timeout
+    def _reserve_turn(self, budgets: tuple[Spend, ...], scope: RunScope, state: State, opts: Options) -> None:
+        model = self._model(opts)
+        for spend in budgets:
+            spend.check_priced(model)
         try:
-            with anyio.move_on_after(timeout) as scope:
-                value = await tool.call(arguments)
-            if scope.cancelled_caught:
-                return _error(call, f"the tool timed out after {timeout:g} seconds and was stopped")
-            content = render(value)
-        except anyio.get_cancelled_exc_class():
-            # Re-raises if the turn itself is being cancelled; otherwise only the tool was.
-            await anyio.lowlevel.checkpoint_if_cancelled()
-            return _error(call, "the tool was cancelled before it finished")
-        except Exception as exc:
-            _log.warning("tool raised", tool=call.name, call_id=call.id, error=repr(exc))
-            return _error(call, truncate(f"the tool raised {type(exc).__name__}: {exc}", self._max_result_chars))
-        return ToolResult(call.id, call.name, truncate(content, self._max_result_chars))
+            reserve(budgets, _TURNS, scope.path, state)
+        except BudgetExhausted as exc:
+            self.events.publish(TurnFailed(exc))
+            raise
 
+    def _follow(self, scope: RunScope, state: State) -> None:
+        """Tell the budgets whose run this line is about its newest state (their final answer starts there)."""
+        task = None
+        for spend in scope.budgets:
+            if spend.line is scope.line:
+                if spend.task is not None:
+                    task = task or current_task()
+                    if spend.task is not task:
+                        continue
+                spend.tip = state
+                spend.runner = self
 
-def _error(call: ToolCall, message: str) -> ToolResult:
-    return ToolResult(call.id, call.name, f"error: {message}", is_error=True)
+    async def _cancelled(self, state: State, progress: ProgressCallback | None, scope: RunScope,
+                         answered: tuple[ToolResult, ...], exc: BaseException) -> None:
+        # Cancelled mid-call: every open call is answered so that the published history stays valid to send
+        # back to a model; then the cancellation goes on.
+        tool_turn = Turn(Role.TOOL, answered)
+        self.events.publish(TurnCompleted(tool_turn))
+        self.events.publish(TurnFailed(exc))
+        done = state.append_turn(tool_turn)
+        if scope.budgets:
+            self._follow(scope, done)
+        if progress is not None:
+            await progress(done)
 
 
 def _chat_span(tracer: Any, opts: Options) -> Any:

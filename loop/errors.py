@@ -136,8 +136,19 @@ class _WithState(LoopError):
         self.state = state
 
 
-class BudgetExhausted(_WithState):
-    """Raised when a budget (turns, tokens, time, money) runs out; ``state`` is the partial conversation."""
+class BudgetExhausted(LoopError):
+    """Raised when a budget (turns, tool calls, tokens, time, money) runs out.
+
+    ``budget`` is the ``loop.Budget`` that ran out (its ``name`` is in the message) and ``state`` the last
+    state of the run's main line, when one is known. ``cognitive.WithBudget`` catches it and writes a final
+    answer; it reaches a caller only when no answer can be written or the caller asked for it.
+    """
+
+    def __init__(self, message: str, *, state: State | None = None, budget: Any = None) -> None:
+        super().__init__(message)
+        self.state = state
+        self.budget = budget
+        self.spend: Any = None  # the live spend that ran out, for the WithBudget that owns it
 
 
 class _Verification(_WithState):

@@ -18,9 +18,12 @@ from typing import TextIO
 import structlog
 from opentelemetry import trace
 
+from loop._scope import run_path
+
 __all__ = ["NOOP_SPAN", "configure", "configure_logging", "current_tracer", "enabled", "logger", "span", "start"]
 
 _NAME = "cognitive-loop"
+RUN_PATH = "cognitive_loop.run.path"
 _NOOP_PROVIDERS = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
 # The tracer chosen with ``configure`` (inside a tuple, so that "chose no tracing" is (None,));
 # None follows OpenTelemetry's global provider.
@@ -118,6 +121,9 @@ def start(tracer: trace.Tracer | None, name: str, attributes: Mapping[str, Any] 
     if tracer is None:
         return NOOP_SPAN
     clean = {k: v for k, v in (attributes or {}).items() if v is not None}
+    path = run_path()
+    if path:
+        clean.setdefault(RUN_PATH, path)  # every span says which run made it, as events do
     return tracer.start_as_current_span(name, attributes=clean)
 
 

@@ -24,12 +24,23 @@ class MessageStarted:
 
 @attrs.frozen
 class MessageFinished:
-    """A message was processed. A ``degraded`` outcome (a budget or cap stopped it) is not a success."""
+    """A message was processed. ``status`` is its answer's outcome (``ok``, ``pending``, ``degraded``);
+    ``degraded`` says the answer was written after a budget or cap stopped the run, and ``reason`` why.
+    Only ``ok`` is a success."""
 
     message_id: str
     answer: str | None
     degraded: bool = False
     reason: str = ""
+    status: str = "ok"
+
+    def __attrs_post_init__(self) -> None:
+        if self.degraded and self.status == "ok":
+            object.__setattr__(self, "status", "degraded")  # MessageFinished(id, answer, True, reason)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
 
 
 @attrs.frozen

@@ -155,9 +155,10 @@ class _AgentTool:
             _log.info("agent call failed", session=session.id, error=repr(outcome))  # the session warned already
             return _failure(f"the agent failed: {type(outcome).__name__}: {outcome}")
         answer = outcome.answer
-        if outcome.degraded:
-            reason = outcome.meta.get("degraded_reason") or "a budget or cap stopped it"
-            return _failure(f"{answer or ''}\n\n[the agent did not finish: {reason}]".strip())
+        result = outcome.outcome
+        if result is not None and not result.ok:
+            reason = result.reason or "a budget or cap stopped it"
+            return _failure(f"{answer or ''}\n\n[the agent did not finish ({result.status}): {reason}]".strip())
         if not answer:
             return _failure("the agent finished without a written answer")
         return types.CallToolResult(content=[types.TextContent(type="text", text=answer)])

@@ -198,7 +198,7 @@ class Completion:
         assert state is not None  # a run without an error has a state
         for delta in deltas.answer(state.answer):
             await emit(body(self._chunk(delta)))
-        if state.degraded:
+        if _not_ok(state):
             await emit(body(self._chunk(deltas.line(_degraded_line(state)))))
         await emit(body(self._chunk({}, _finish(state))))
         if self.chat.include_usage:
@@ -290,8 +290,15 @@ def _report_line(turn: Turn) -> str:
     return f"verification report{f' (attempt {attempt})' if attempt else ''}:\n{turn.text.rstrip()}"
 
 
+def _not_ok(state: State) -> bool:
+    outcome = state.outcome
+    return outcome is not None and not outcome.ok
+
+
 def _degraded_line(state: State) -> str:
-    return f"degraded: {state.meta.get('degraded_reason') or 'the run stopped early'}"
+    outcome = state.outcome
+    reason = outcome.reason if outcome is not None else ""
+    return f"{outcome.status if outcome is not None else 'degraded'}: {reason or 'the run stopped early'}"
 
 
 def _trace(turns: list[Turn], state: State) -> list[str]:
@@ -305,13 +312,14 @@ def _trace(turns: list[Turn], state: State) -> list[str]:
             lines += [_result_line(r) for r in turn.tool_results]
         elif _is_report(turn):
             lines.append(_report_line(turn))
-    if state.degraded:
+    if _not_ok(state):
         lines.append(_degraded_line(state))
     return lines
 
 
 def _finish(state: State) -> str:
-    return "length" if state.degraded else "stop"
+    # A run that did not end ok never passes for a clean one: "length" says the answer was cut short.
+    return "length" if _not_ok(state) else "stop"
 
 
 def _usage(turns: list[Turn]) -> dict[str, Any]:

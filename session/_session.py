@@ -24,6 +24,8 @@ from loop import (
     ToolResult,
     TurnExecutor,
     UsageError,
+    current_scope,
+    main_line,
     on_progress,
     tracing,
 )
@@ -42,6 +44,16 @@ TurnProcessor = Callable[[TurnExecutor, State], Awaitable[State]]
 Message = Union[str, Part, Sequence[Part]]
 _log = tracing.logger("session")
 INTERRUPTED = "interrupted: the process stopped before this tool call finished"
+
+
+def extends(state: State, base: State) -> bool:
+    """Whether ``state`` holds every turn of ``base`` first (turn meta aside: an outcome may be added)."""
+    size = len(base)
+    return len(state) >= size and state.common_prefix(base, meta=False) == size
+
+
+def _describe(value: object) -> str:
+    return repr(value) if isinstance(value, State) else f"{type(value).__name__} {value!r}"[:200]
 
 
 class SessionBusy(LoopError):
@@ -96,8 +108,12 @@ def _parts(message: Message) -> tuple[Part, ...]:
 
 
 class _Persisting:
-    """The executor a session's processor sees: the session's step, with every turn written to the store as
-    soon as it completes, and the open tool calls of an interrupted turn answered and written too."""
+    """The executor a session's processor sees: the session's step, with every main-line turn written to the
+    store as soon as it completes, and the open tool calls of an interrupted turn answered and written too.
+
+    Only the main line is stored: turns run in a branch, a tool, a verifier or a task the message's worker
+    does not own, and turns on a state that does not extend the stored conversation (a helper agent's fresh
+    state), run as usual but never reach the store."""
 
     def __init__(self, session: Session) -> None:
         self._session = session
@@ -106,7 +122,10 @@ class _Persisting:
     async def turn(self, state: State, options: Any = None) -> State:
         # The step reports the assistant's turn before its tools run, and the "cancelled" results if it is
         # interrupted while they run; both are stored, so the stored history is what happened and valid.
-        step = self._session.step
+        session = self._session
+        step = session.step
+        if not session._stores(state):
+            return await step.turn(state, options)
         if type(step) is Step:
             out = await step.turn(state, options, progress=self._report)
         else:
@@ -116,8 +135,10 @@ class _Persisting:
         return out
 
     async def submit(self, state: State, role: Role, *parts: Part, meta: Mapping[str, Any] | None = None) -> State:
-        out = await self._session.step.submit(state, role, *parts, meta=meta)
-        await self._session._persist(out)
+        session = self._session
+        out = await session.step.submit(state, role, *parts, meta=meta)
+        if session._stores(state):
+            await session._persist(out)
         return out
 
 
@@ -310,32 +331,70 @@ class Session:
             events.publish(MessageStarted(item.id))
         with tracing.NOOP_SPAN if tracer is None else tracing.start(
                 tracer, "session message", {"session.id": self.id, "session.message_id": item.id}):
-            try:
-                state = await self._executor.submit(self._stored, Role.USER, *item.parts,
-                                                    meta=MappingProxyType({"message_id": item.id}))
-                state = await self.processor(self._executor, state)
-                if state is not self._stored:  # usually it is: every turn was stored as it completed
-                    await self._persist(state)
-            except Exception as exc:
-                _log.warning("message failed", session=self.id, message=item.id, error=repr(exc))
-                self.events.publish(MessageFailed(item.id, str(exc), type(exc).__name__))
-                self._finish(item, exc)
-            else:
-                if events.has_subscribers:
-                    events.publish(MessageFinished(item.id, state.answer, state.degraded,
-                                                   str(state.meta.get("degraded_reason", ""))))
-                self._finish(item, state)
+            with main_line():  # this task's turns are the conversation; any other task's are branches
+                try:
+                    asked = await self._executor.submit(self._stored, Role.USER, *item.parts,
+                                                        meta=MappingProxyType({"message_id": item.id}))
+                    state = await self.processor(self._executor, asked)
+                    if state is not self._stored:  # usually it is: every turn was stored as it completed
+                        if not isinstance(state, State) or not extends(state, asked):
+                            raise UsageError(
+                                f"the turn processor returned {_describe(state)}, which does not extend the "
+                                "conversation it was given; nothing of it was stored (a processor returns the "
+                                "state it was given with the new turns appended)")
+                        await self._persist(state, rewind=True)  # it becomes the conversation
+                except Exception as exc:
+                    _log.warning("message failed", session=self.id, message=item.id, error=repr(exc))
+                    await self._record_failure(exc)
+                    self.events.publish(MessageFailed(item.id, str(exc), type(exc).__name__))
+                    self._finish(item, exc)
+                else:
+                    if events.has_subscribers:
+                        outcome = state.outcome
+                        status = "ok" if outcome is None else outcome.status
+                        events.publish(MessageFinished(item.id, state.answer, status == "degraded",
+                                                       "" if outcome is None else outcome.reason, status))
+                    self._finish(item, state)
         self._current = None
         self.last_active = time.monotonic()
+
+    def _stores(self, state: State) -> bool:
+        """Whether turns run now on ``state`` are the conversation's: on the main line, extending it."""
+        return current_scope().on_main_line and extends(state, self._stored)
+
+    async def _record_failure(self, exc: Exception) -> None:
+        """Store how a message failed: the outcome ``failed`` on an answer that a failed run carries (a
+        verification that never passed), else on a short assistant turn saying the run failed, so the
+        conversation records it and stays valid to send to a model (open tool calls are answered first)."""
+        reason = f"{type(exc).__name__}: {exc}"[:2000]
+        carried = getattr(exc, "state", None)
+        base = carried if isinstance(carried, State) and extends(carried, self._stored) else self._stored
+        last = base.last
+        if last is None or base.outcome is not None or last.role is Role.USER or base.pending_calls:
+            pending = base.pending_calls
+            if pending:
+                base = base.append(Role.TOOL, *(ToolResult(c.id, c.name, "error: not run: the run failed",
+                                                           is_error=True) for c in pending))
+            if last is None or last.role is not Role.ASSISTANT or pending:
+                base = base.append(Role.ASSISTANT, Text(f"(no answer: the run failed with {reason})"),
+                                   meta={"kind": "failure"})
+        try:
+            await self._persist(base.with_outcome("failed", reason, path=""))
+        except Exception as error:  # the store is what failed: the message's own failure is reported anyway
+            _log.warning("could not store a failed message's outcome", session=self.id, error=repr(error))
 
     def _finish(self, item: _Message, result: State | BaseException | None) -> None:
         item.finish(result)
         self._pending.pop(item.id, None)
 
-    async def _persist(self, state: State) -> None:
-        """Write what ``state`` adds to the stored conversation; a branch rewinds to where it forked."""
+    async def _persist(self, state: State, *, rewind: bool = False) -> None:
+        """Write what ``state`` adds to the stored conversation (an outcome written on the stored answer
+        rewrites that turn). A state that does not extend it is not this conversation and is not written,
+        unless ``rewind``: a processor's result replaces what its abandoned drafts left stored."""
         if state is self._stored:
             return  # the common case after a processor returns: everything is stored already
+        if not rewind and not extends(state, self._stored):
+            return
         if self._writing:
             await self._wait_to_write()  # another write of this session (a concurrent turn) is under way
         else:

@@ -19,7 +19,15 @@ from loop import State, Turn, UsageError
 from loop._wake import Wake
 from session._store import MemoryStore, Store, StoreError, check_append, check_session_id
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Schema 1 stores kept run results (degraded, verification ...) in a conversation's meta. Upgrading marks
+# those conversations, and loading one moves the results onto its last answer's outcome.
+_LEGACY = "__legacy_run_results__"
+_UPGRADE_1 = f"""
+UPDATE sessions SET meta = json_set(meta, '$.{_LEGACY}', 1)
+WHERE json_type(meta, '$.degraded') IS NOT NULL OR json_type(meta, '$.degraded_reason') IS NOT NULL
+   OR json_type(meta, '$.verification') IS NOT NULL OR json_type(meta, '$.code_action') IS NOT NULL;
+"""
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
     id       TEXT PRIMARY KEY,
@@ -106,7 +114,9 @@ class SQLiteStore:
             conn.execute(f"PRAGMA synchronous = {self._synchronous}")
             conn.execute("PRAGMA foreign_keys = ON")
             if version < SCHEMA_VERSION:
-                conn.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
+                upgrade = _UPGRADE_1 if version == 1 else ""
+                conn.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} {upgrade} PRAGMA user_version = {SCHEMA_VERSION}; "
+                                   "COMMIT;")
         except BaseException:
             conn.close()
             raise
@@ -120,8 +130,11 @@ class SQLiteStore:
             return None
         meta, turns = rows
         try:
-            return State([Turn.from_dict(json.loads(t), where=f"turn {i}") for i, t in enumerate(turns)],
-                         json.loads(meta))
+            parsed = [Turn.from_dict(json.loads(t), where=f"turn {i}") for i, t in enumerate(turns)]
+            data = json.loads(meta)
+            if isinstance(data, dict) and data.pop(_LEGACY, None):
+                return State.restore(parsed, data)
+            return State(parsed, data)
         except (ValueError, UsageError) as exc:
             raise StoreError(f"session {session_id!r} in {self.path} is unreadable: {exc}") from exc
 

@@ -42,7 +42,7 @@ def _render(event: Any) -> str | None:
     if isinstance(event, TurnCompleted) and event.turn.role is Role.SYSTEM and event.turn.meta.get("kind") == "verification":
         return "\n  [verification]\n" + "".join(f"  {line}\n" for line in event.turn.text.splitlines()) + "\n"
     if isinstance(event, MessageFinished):
-        note = f" [degraded: {event.reason}]" if event.degraded else ""
+        note = f" [{event.status}: {event.reason}]" if not event.ok else ""
         return f"{note}\n"
     if isinstance(event, MessageFailed):
         return f"\n  [error] {event.kind}: {event.error}\n"

@@ -57,8 +57,8 @@ def _error(error: BaseException) -> dict[str, str]:
 
 def _message_finished(e: MessageFinished) -> dict[str, Any]:
     # "ok" spells the outcome out so that a client reading only one field never mistakes degraded for success.
-    return {"message_id": e.message_id, "answer": e.answer, "ok": not e.degraded, "degraded": e.degraded,
-            "reason": e.reason}
+    return {"message_id": e.message_id, "answer": e.answer, "ok": e.ok, "status": e.status,
+            "degraded": e.degraded, "reason": e.reason}
 
 
 _ENCODERS: dict[type, tuple[str, Callable[[Any], dict[str, Any]]]] = {

@@ -13,12 +13,14 @@ from loop import LoopError
 
 PUBLIC = {
     "loop": [
-        "Delta", "EventBus", "EventsDropped", "Finish", "FunctionTool", "LoopError", "Options", "Part",
-        "ProgressCallback", "Provider", "Reasoning", "ReasoningDelta", "Request", "Role", "State", "Step",
-        "Subscription", "Text", "TextDelta", "Tool", "ToolCall", "ToolCallDelta", "ToolChoice", "ToolFinished",
+        "BranchResult", "Budget", "Carried", "Delta", "EventBus", "EventsDropped", "Finish", "FunctionTool",
+        "LoopError", "Options", "Outcome", "OutputType", "PRICES", "Part", "Price", "ProgressCallback", "Provider",
+        "Reasoning", "ReasoningDelta", "Request", "Role", "RunScope", "Spent", "State", "Step", "Subscription",
+        "Text", "TextDelta", "Tool", "ToolCall", "ToolCallDelta", "ToolChoice", "ToolFinished", "ToolPipeline",
         "ToolResult", "ToolSpec", "ToolStarted", "Transform", "Turn", "TurnCompleted", "TurnExecutor", "TurnFailed",
-        "TurnRunner", "TurnStarted", "TurnSubmitter", "Usage", "UsageDelta", "UsageError", "UseTool", "on_progress",
-        "tool",
+        "TurnRunner", "TurnStarted", "TurnSubmitter", "Usage", "UsageDelta", "UsageError", "UseTool",
+        "as_completed", "branch", "carry", "charge", "current_scope", "fan_out", "main_line", "on_progress",
+        "run_path", "scope", "tool",
     ],
     "loop.errors": [
         "AuthenticationError", "BadRequestError", "BudgetExhausted", "LoopError", "OverloadedError",
@@ -31,8 +33,8 @@ PUBLIC = {
         "ReplyFunction", "Retry", "Scripted", "from_spec", "tool_call",
     ],
     "verifier": [
-        "Check", "CommandVerifier", "FunctionVerifier", "Result", "Status", "Verifier", "build_report", "failed",
-        "passed", "run_all",
+        "Check", "CommandVerifier", "FunctionVerifier", "Result", "SchemaVerifier", "Status", "Verifier",
+        "build_report", "failed", "passed", "run_all",
     ],
     "cognitive": [
         "CodeAction", "Factory", "Pattern", "ReAct", "SingleShot", "TurnProcessor", "WithVerification",

@@ -3,12 +3,14 @@
 from verifier._command import CommandVerifier
 from verifier._core import Result, Status, Verifier, build_report, failed, passed, run_all
 from verifier._function import Check, FunctionVerifier
+from verifier._schema import SchemaVerifier
 
 __all__ = [
     "Check",
     "CommandVerifier",
     "FunctionVerifier",
     "Result",
+    "SchemaVerifier",
     "Status",
     "Verifier",
     "build_report",

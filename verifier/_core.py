@@ -10,7 +10,7 @@ from typing import Protocol, runtime_checkable
 import anyio
 import attrs
 
-from loop import State, UsageError, tracing
+from loop import State, UsageError, branch, tracing
 
 _log = tracing.logger("verifier")
 
@@ -96,7 +96,9 @@ async def run_all(
 
 async def _verify(v: Verifier, state: State, timeout: float | None) -> Result:
     started = time.perf_counter()
-    with tracing.span(f"verify {v.name}", {"verifier.name": v.name}) as span:
+    # A branch of its own: a verifier or judge that calls a model is never taken for the conversation.
+    with branch(f"verify:{v.name.replace('/', '_') or '?'}"), \
+            tracing.span(f"verify {v.name}", {"verifier.name": v.name}) as span:
         try:
             with anyio.move_on_after(timeout) as scope:
                 result = await v.verify(state)

@@ -73,7 +73,7 @@ async def test_the_final_line_of_a_successful_program_becomes_the_answer() -> No
     assert state.answer == "42.0" and not state.degraded
     assert kinds(state) == [("user", None), ("system", "code_action"), ("assistant", None),
                             ("assistant", "code_action_answer")]
-    assert state.meta["code_action"] == {"attempts": 1, "tool_calls": 1}
+    assert state.outcome.data["CodeAction"] == {"attempts": 1, "tool_calls": 1}
     (run,) = sandbox.runs
     assert run["argv"] == ["python3", "main.py"] and run["timeout"] == 9
     assert run["files"] == {"main.py": "from tools import multiply\nprint('FINAL:', multiply(a=6, b=7))\n"}
@@ -95,7 +95,7 @@ async def test_a_failing_program_gets_its_error_tail_back_and_is_repaired() -> N
     sandbox = FakeSandbox(ExecResult(1, stderr=traceback), ExecResult(0, stdout="FINAL: fixed\n"))
     state = await CodeAction(Step(script), sandbox).run(QUESTION)
     assert state.answer == "fixed" and not state.degraded
-    assert state.meta["code_action"]["attempts"] == 2
+    assert state.outcome.data["CodeAction"]["attempts"] == 2
     report = next(t for t in state if t.meta.get("kind") == "code_action_error")
     assert report.role is Role.SYSTEM and report.meta["attempt"] == 1
     assert "failed with exit status 1" in report.text and "ZeroDivisionError: division by zero" in report.text
@@ -125,7 +125,7 @@ async def test_when_every_attempt_fails_the_model_answers_in_prose_and_the_run_i
     sandbox = FakeSandbox(ExecResult(1, stderr="ZeroDivisionError"), ExecResult(1, stderr="ZeroDivisionError"))
     state = await CodeAction(Step(script), sandbox, max_repairs=1).run(QUESTION)
     assert state.answer == "I could not compute it; it is probably 42."
-    assert state.degraded and "no program succeeded in 2 attempts" in state.meta["degraded_reason"]
+    assert state.degraded and "no program succeeded in 2 attempts" in state.outcome.reason
     assert len(sandbox.runs) == 2 and script.remaining == 0
     last_note = [t for t in state if t.meta.get("kind") == "code_action_error"][-1]
     assert "No more programs will be run" in last_note.text and "ZeroDivisionError" in last_note.text
@@ -135,7 +135,7 @@ async def test_with_no_repairs_a_failure_degrades_at_once() -> None:
     script = Scripted(["no code here", "Plain answer."])
     state = await CodeAction(Step(script), FakeSandbox(), max_repairs=0).run(QUESTION)
     assert state.degraded and state.answer == "Plain answer."
-    assert "1 attempt;" in state.meta["degraded_reason"]
+    assert "1 attempt;" in state.outcome.reason
 
 
 async def test_a_broken_sandbox_is_raised_not_retried() -> None:
@@ -185,7 +185,7 @@ async def test_a_real_program_calls_bridged_tools_and_answers_with_final() -> No
     state = await CodeAction(Step(Scripted([program(code)])), UnsafeLocalSandbox(),
                              tools=[multiply, lookup]).run(QUESTION)
     assert state.answer == "forty-two = 42" and calls == ["lookup", "multiply"]
-    assert state.meta["code_action"] == {"attempts": 1, "tool_calls": 2}
+    assert state.outcome.data["CodeAction"] == {"attempts": 1, "tool_calls": 2}
 
 
 async def test_each_repair_gets_a_fresh_tool_budget() -> None:
@@ -193,7 +193,7 @@ async def test_each_repair_gets_a_fresh_tool_budget() -> None:
     script = Scripted([program(spend + "raise ValueError('not yet')"), program(spend + "print('FINAL: done')")])
     state = await CodeAction(Step(script), UnsafeLocalSandbox(), tools=[multiply], max_tool_calls=3).run(QUESTION)
     assert state.answer == "done" and len(calls) == 6
-    assert state.meta["code_action"] == {"attempts": 2, "tool_calls": 6}
+    assert state.outcome.data["CodeAction"] == {"attempts": 2, "tool_calls": 6}
 
 
 async def test_one_instance_serves_many_conversations_at_once() -> None:

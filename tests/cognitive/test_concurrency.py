@@ -69,4 +69,4 @@ async def test_a_verified_pattern_instance_runs_100_states_concurrently() -> Non
     pattern = WithVerification(ReAct(step), step, verifiers=[FunctionVerifier(doubled)])
     results = await run_many(pattern, 100)
     assert_no_cross_talk(results)
-    assert all(s.meta["verification"]["retries"] == 0 for s in results.values())
+    assert all(s.outcome.data["WithVerification"]["retries"] == 0 for s in results.values())

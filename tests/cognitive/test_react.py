@@ -34,7 +34,7 @@ async def test_react_at_the_cap_forces_a_tool_free_answer_and_marks_the_run_degr
     state = await ReAct(Step(script, tools=[lookup]), max_turns=3).run(ask())
     assert state.answer == "best effort answer"
     assert state.degraded
-    assert "max_turns=3" in state.meta["degraded_reason"]
+    assert "max_turns=3" in state.outcome.reason
     assert [r.options.tool_choice for r in script.requests] == [None, None, None, "none"]
 
 

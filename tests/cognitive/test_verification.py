@@ -23,7 +23,7 @@ async def test_all_pass_returns_the_inner_state_with_a_summary() -> None:
     state = await WithVerification(ReAct(step), step, verifiers=[FunctionVerifier(says_42)]).run(ask())
     assert state.answer == "It is 42."
     assert [t.role for t in state] == [Role.USER, Role.ASSISTANT]
-    assert state.meta["verification"] == {"retries": 0, "results": {"says_42": "pass"}}
+    assert state.outcome.data["WithVerification"] == {"retries": 0, "results": {"says_42": "pass"}}
 
 
 async def test_a_failure_is_reported_as_a_system_turn_and_the_model_fixes_it() -> None:
@@ -39,7 +39,7 @@ async def test_a_failure_is_reported_as_a_system_turn_and_the_model_fixes_it() -
     # The model saw the report on its second call, and the report was published like any turn.
     assert script.requests[1].turns[-1] == report
     assert report in [e.turn for e in seen.drain() if isinstance(e, TurnCompleted)]
-    assert state.meta["verification"] == {"retries": 1, "results": {"says_42": "pass"}}
+    assert state.outcome.data["WithVerification"] == {"retries": 1, "results": {"says_42": "pass"}}
 
 
 async def test_still_failing_after_max_retries_raises_with_the_final_state_and_results() -> None:
@@ -105,7 +105,7 @@ async def test_verifiers_run_on_every_attempt_and_all_must_pass() -> None:
                              verifiers=[FunctionVerifier(says_42), FunctionVerifier(long_enough)])
     state = await agent.run(ask())
     assert calls == ["42 but short", "42, and long enough to pass both checks"]
-    assert state.meta["verification"]["results"] == {"long_enough": "pass", "says_42": "pass"}
+    assert state.outcome.data["WithVerification"]["results"] == {"long_enough": "pass", "says_42": "pass"}
 
 
 async def test_wrappers_nest() -> None:

@@ -25,5 +25,5 @@ async def test_wrong_answer_is_sent_back_and_fixed() -> None:
     reports = [t for t in state if t.role is Role.SYSTEM]
     assert len(reports) == 1 and "grounded: FAIL" in reports[0].text and "160.0" in reports[0].text
     assert state.answer is not None and "100 km/h" in state.answer
-    assert state.meta["verification"] == {"retries": 1, "results": {"grounded": "pass"}}
+    assert state.outcome.data["WithVerification"] == {"retries": 1, "results": {"grounded": "pass"}}
     assert not state.degraded

@@ -91,7 +91,7 @@ async def test_script_exhausted_carries_how_many_replies_were_used() -> None:
 
 
 def test_budget_exhausted_carries_the_partial_state() -> None:
-    partial = State().append(Role.USER, Text("q")).degrade("token budget")
+    partial = State().append(Role.USER, Text("q")).append(Role.ASSISTANT, Text("so far")).degrade("token budget")
     error = BudgetExhausted("token budget spent", state=partial)
     assert error.state is partial and str(error) == "token budget spent"
 

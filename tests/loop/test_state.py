@@ -152,9 +152,10 @@ def test_append_keeps_meta() -> None:
 def test_degrade_marks_the_outcome() -> None:
     state = chat().with_meta(keep=True)
     degraded = state.degrade("turn cap reached")
-    assert degraded.degraded
-    assert degraded.meta == {"keep": True, "degraded": True, "degraded_reason": "turn cap reached"}
-    assert not state.degraded
+    assert degraded.degraded and degraded.outcome is not None
+    assert (degraded.outcome.status, degraded.outcome.reason) == ("degraded", "turn cap reached")
+    assert degraded.meta == {"keep": True}  # the caller's meta; the outcome is on the answer turn
+    assert not state.degraded and state.outcome is None
 
 
 def test_usage_sums_usage_parts_across_turns() -> None:

@@ -55,7 +55,7 @@ def test_round_trip_from_bytes_and_of_the_empty_state() -> None:
 
 def test_json_shape_is_versioned() -> None:
     data = json.loads(State().append(Role.USER, Text("x")).to_json())
-    assert data == {"version": 1, "meta": {}, "turns": [{"role": "user", "parts": [{"type": "text", "text": "x"}]}]}
+    assert data == {"version": 2, "meta": {}, "turns": [{"role": "user", "parts": [{"type": "text", "text": "x"}]}]}
 
 
 def test_to_json_with_meta_that_is_not_json_raises_usage_error() -> None:
@@ -79,7 +79,7 @@ def user(*parts: Any, **extra: Any) -> dict[str, Any]:
 BAD = {
     "invalid JSON": ("{not json", "not valid JSON"),
     "not an object": ("[1, 2]", "expected a JSON object, got list"),
-    "wrong version": (doc(version=2), "unsupported format version 2"),
+    "wrong version": (doc(version=3), "unsupported format version 3"),
     "missing version": (json.dumps({"turns": []}), "unsupported format version None"),
     "turns not a list": (json.dumps({"version": 1, "turns": {"0": {}}}), "'turns' must be a list"),
     "turns missing": (json.dumps({"version": 1}), "'turns' must be a list"),
@@ -117,3 +117,20 @@ def test_from_json_points_at_the_turn_and_part() -> None:
     bad = {"role": "assistant", "parts": [{"type": "text", "text": "ok"}, {"type": "tool_call", "id": "c"}]}
     with pytest.raises(UsageError, match=r"^turn 1, part 1: tool_call part is missing name, arguments$"):
         State.from_json(doc(good, bad))
+
+
+def test_a_version_1_document_moves_its_run_results_onto_the_last_answer() -> None:
+    old = {"version": 1, "meta": {"user": "ada", "degraded": True, "degraded_reason": "cap",
+                                  "verification": {"retries": 1}},
+           "turns": [{"role": "user", "parts": [{"type": "text", "text": "q"}]},
+                     {"role": "assistant", "parts": [{"type": "text", "text": "a"}]}]}
+    state = State.from_json(json.dumps(old))
+    assert state.meta == {"user": "ada"}
+    assert state.outcome is not None and state.degraded and state.outcome.reason == "cap"
+    assert state.outcome.data == {"WithVerification": {"retries": 1}}
+    assert json.loads(state.to_json())["version"] == 2
+
+
+def test_a_version_2_document_keeps_meta_keys_that_look_like_old_run_results() -> None:
+    state = State().append(Role.USER, Text("q")).with_meta(degraded=False, verification="mine")
+    assert State.from_json(state.to_json()).meta == {"degraded": False, "verification": "mine"}

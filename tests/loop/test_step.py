@@ -186,7 +186,7 @@ async def test_transforms_change_only_the_models_view() -> None:
     state = await step.turn(history)
     assert [t.text for t in provider.requests[0].turns] == ["b", "c", "view only"]
     assert [t.text for t in state] == ["a", "b", "c", "answer"]
-    assert step.view(history).turns == provider.requests[0].turns
+    assert (await step.view(history)).turns == provider.requests[0].turns
 
 
 async def test_a_provider_streaming_a_non_delta_raises_stream_error() -> None:

@@ -91,6 +91,7 @@ async def test_a_turn_with_a_tool_call_makes_genai_spans_under_the_callers_span(
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": "lookup",
         "gen_ai.tool.call.id": "c1",
+        "cognitive_loop.run.path": "tool:lookup#c1",  # each tool call runs in a scope of its own
     }
 
 

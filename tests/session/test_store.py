@@ -91,9 +91,31 @@ async def test_sqlite_is_in_wal_mode_with_one_row_per_turn(tmp_path: Path) -> No
     await store.aclose()
     with sqlite3.connect(tmp_path / "c.db") as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
         rows = conn.execute("SELECT idx, data FROM turns ORDER BY idx").fetchall()
     assert [(i, json.loads(d)["parts"][0]["text"]) for i, d in rows] == [(0, "0"), (1, "1"), (2, "2")]
+
+
+async def test_a_schema_1_store_loads_with_old_run_results_moved_onto_the_answer(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "old.db")
+    turns = [Turn(Role.USER, [Text("q")]), Turn(Role.ASSISTANT, [Text("a")])]
+    await store.append("old", 0, turns, {"title": "t", "degraded": True, "degraded_reason": "cap",
+                                         "code_action": {"attempts": 2}})
+    await store.append("plain", 0, turns, {"title": "u"})
+    await store.aclose()
+    with sqlite3.connect(tmp_path / "old.db") as conn:  # as a version without outcomes left it
+        conn.execute("PRAGMA user_version = 1")
+    reopened = SQLiteStore(tmp_path / "old.db")
+    old = await reopened.load("old")
+    assert old is not None and old.meta == {"title": "t"}
+    assert old.degraded and old.outcome is not None and old.outcome.reason == "cap"
+    assert old.outcome.data == {"CodeAction": {"attempts": 2}}
+    plain = await reopened.load("plain")
+    assert plain is not None and plain.meta == {"title": "u"} and plain.outcome is None
+    await reopened.append("later", 0, turns, {"degraded": "a caller's own key"})  # schema 2: kept as given
+    later = await reopened.load("later")
+    assert later is not None and later.meta == {"degraded": "a caller's own key"} and later.outcome is None
+    await reopened.aclose()
 
 
 async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:

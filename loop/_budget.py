@@ -1,0 +1,289 @@
+"""Budgets: frozen limits (``Budget``), prices (``Price``), and the live spend charged against them.
+
+Every provider attempt and every tool call is charged to every budget of the run scope it happens in (see
+``loop._scope``). Turns and tool calls are reserved before the call, so those limits are hard: the call that
+would pass one is never made. Tokens and cost are known only once a response is complete, so those limits
+are soft: calls already in flight when one is passed still finish and are charged, so the spend may
+overshoot by what those calls used (at most one response per concurrent branch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import attrs
+
+from loop._parts import Usage
+from loop.errors import BudgetExhausted, UsageError
+
+if TYPE_CHECKING:
+    from loop._scope import Line
+    from loop._state import State
+
+
+def _positive_number(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise UsageError(f"{attribute.name} must be a positive number, got {value!r}")
+
+
+def _positive_int(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(f"{attribute.name} must be a positive integer, got {value!r}")
+
+
+@attrs.frozen
+class Price:
+    """What a model charges, in US dollars per million tokens. ``cached_input`` is the price of input read
+    from the provider's prompt cache (``Usage.cache_read_tokens``); ``None`` charges it as plain input."""
+
+    input: float = attrs.field(validator=_positive_number)
+    output: float = attrs.field(validator=_positive_number)
+    cached_input: float | None = attrs.field(default=None, validator=_positive_number)
+
+    def cost(self, usage: Usage) -> float:
+        cached = min(usage.cache_read_tokens, usage.input_tokens)
+        cached_price = self.input if self.cached_input is None else self.cached_input
+        return ((usage.input_tokens - cached) * self.input + cached * cached_price
+                + usage.output_tokens * self.output) / 1_000_000
+
+
+# Published list prices of a few widely used models (USD per million tokens). Pass ``Budget(prices=...)``
+# for any other model, or to correct one: a model is matched by its name or by the longest listed name it
+# starts with (so dated snapshots like ``gpt-4o-mini-2024-07-18`` find ``gpt-4o-mini``).
+PRICES: Mapping[str, Price] = MappingProxyType({
+    "gpt-4o": Price(2.50, 10.00, 1.25),
+    "gpt-4o-mini": Price(0.15, 0.60, 0.075),
+    "gpt-4.1": Price(2.00, 8.00, 0.50),
+    "gpt-4.1-mini": Price(0.40, 1.60, 0.10),
+    "gpt-4.1-nano": Price(0.10, 0.40, 0.025),
+    "claude-3-5-haiku": Price(0.80, 4.00, 0.08),
+    "claude-3-5-sonnet": Price(3.00, 15.00, 0.30),
+    "claude-3-7-sonnet": Price(3.00, 15.00, 0.30),
+    "claude-sonnet-4": Price(3.00, 15.00, 0.30),
+    "claude-opus-4": Price(15.00, 75.00, 1.50),
+})
+
+
+def price_of(model: str | None, prices: Mapping[str, Price]) -> Price | None:
+    """The price of ``model`` in ``prices``: by exact name, else by the longest name it starts with."""
+    if not model:
+        return None
+    found = prices.get(model)
+    if found is not None:
+        return found
+    best = ""
+    for name in prices:
+        if len(name) > len(best) and model.startswith(name):
+            best = name
+    return prices[best] if best else None
+
+
+def _prices(value: Mapping[str, Price] | None) -> Mapping[str, Price] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, Price) for k, v in value.items()):
+        raise UsageError(f"prices must map model names to loop.Price values, got {value!r}")
+    return MappingProxyType(dict(value))
+
+
+@attrs.frozen
+class Budget:
+    """Limits for one run: provider attempts (``max_turns``), tool calls, input and output tokens, cost in US
+    dollars (``max_cost``, priced by the model that answered; see ``PRICES``), and a ``deadline`` in seconds
+    from the start of the run. ``None`` means no limit. ``prices`` adds to or overrides ``PRICES``.
+
+    Turn and tool-call limits are hard (reserved before the call); token and cost limits are soft (checked
+    after each response, so concurrent calls in flight may overshoot them). Open a spend for a run with
+    ``cognitive.WithBudget``.
+    """
+
+    max_turns: int | None = attrs.field(default=None, validator=_positive_int)
+    max_tool_calls: int | None = attrs.field(default=None, validator=_positive_int)
+    max_input_tokens: int | None = attrs.field(default=None, validator=_positive_int)
+    max_output_tokens: int | None = attrs.field(default=None, validator=_positive_int)
+    max_cost: float | None = attrs.field(default=None, validator=_positive_number)
+    deadline: float | None = attrs.field(default=None, validator=_positive_number)
+    name: str = attrs.field(default="budget", kw_only=True)
+    prices: Mapping[str, Price] | None = attrs.field(default=None, converter=_prices, kw_only=True, eq=False)
+
+    def price(self, model: str | None) -> Price | None:
+        if self.prices is not None:
+            found = price_of(model, self.prices)
+            if found is not None:
+                return found
+        return price_of(model, PRICES)
+
+
+@attrs.frozen
+class Spent:
+    """What was spent: provider attempts, tool calls, tokens (``cached_tokens`` read from a prompt cache,
+    counted within ``input_tokens``) and cost in US dollars (0 for models with no known price)."""
+
+    turns: int = 0
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cost: float = 0.0
+
+    def __add__(self, other: Spent) -> Spent:
+        if not isinstance(other, Spent):
+            return NotImplemented
+        return Spent(*(a + b for a, b in zip(attrs.astuple(self), attrs.astuple(other))))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in attrs.asdict(self).items() if v}
+
+
+_TURNS, _TOOLS, _IN, _OUT, _CACHED, _COST = range(6)
+
+
+class Spend:
+    """The live spend of one run against ``budget`` (``None``: a tally that only counts, as each fan-out
+    branch keeps). Kept per run path, discarded branches included. Internal to the step and ``WithBudget``."""
+
+    __slots__ = ("budget", "_total", "_by_path", "exhausted", "cancel_scope", "line", "task", "tip", "runner",
+                 "closed")
+
+    def __init__(self, budget: Budget | None, line: Line | None = None, task: Any = None) -> None:
+        self.budget = budget
+        self._total = [0, 0, 0, 0, 0, 0.0]
+        self._by_path: dict[str, list[Any]] = {}
+        self.exhausted: str | None = None  # why the budget ran out
+        self.cancel_scope: anyio.CancelScope | None = None  # cancelled when it runs out
+        self.line = line  # the line whose latest state ``tip`` follows
+        self.task = task
+        self.tip: State | None = None
+        self.runner: Any = None  # the step that ran the tip's last turn
+        self.closed = False  # past exhaustion: charged, never refused (the final answer)
+
+    def _add(self, index: int, amount: Any, path: str) -> None:
+        self._total[index] += amount
+        row = self._by_path.get(path)
+        if row is None:
+            row = self._by_path[path] = [0, 0, 0, 0, 0, 0.0]
+        row[index] += amount
+
+    def refusal(self, index: int) -> str | None:
+        """Why one more turn (``_TURNS``) or tool call (``_TOOLS``) would pass the budget, or ``None``."""
+        budget = self.budget
+        if budget is None or self.closed:
+            return None
+        if self.exhausted is not None:
+            return self.exhausted
+        limit = budget.max_turns if index == _TURNS else budget.max_tool_calls
+        if limit is not None and self._total[index] >= limit:
+            return f"max_{'turns' if index == _TURNS else 'tool_calls'}={limit} reached"
+        return None
+
+    def exhaust(self, reason: str) -> None:
+        """Mark the budget run out and cancel what runs inside its ``WithBudget``."""
+        if self.exhausted is None:
+            self.exhausted = reason
+        if self.cancel_scope is not None:
+            self.cancel_scope.cancel()
+
+    def usage(self, usage: Usage, model: str | None, path: str) -> str | None:
+        """Charge a response's usage; why a token or cost limit is now passed (soft limits), or ``None``."""
+        self._add(_IN, usage.input_tokens, path)
+        self._add(_OUT, usage.output_tokens, path)
+        if usage.cache_read_tokens:
+            self._add(_CACHED, usage.cache_read_tokens, path)
+        budget = self.budget
+        price = (budget or _NO_LIMITS).price(model)
+        if price is not None:
+            self._add(_COST, price.cost(usage), path)
+        elif budget is not None and budget.max_cost is not None:
+            raise UsageError(f"budget {budget.name!r} has max_cost but model {model!r} has no known price; "
+                             "pass Budget(prices={...: loop.Price(input, output)}) for it")
+        if budget is None or self.closed or self.exhausted is not None:
+            return None
+        total = self._total
+        for index, limit, label in ((_IN, budget.max_input_tokens, "max_input_tokens"),
+                                    (_OUT, budget.max_output_tokens, "max_output_tokens"),
+                                    (_COST, budget.max_cost, "max_cost")):
+            if limit is not None and total[index] > limit:
+                return f"{label}={limit:g} passed ({total[index]:g} spent)"
+        return None
+
+    def check_priced(self, model: str | None) -> None:
+        budget = self.budget
+        if budget is not None and budget.max_cost is not None and budget.price(model) is None:
+            raise UsageError(f"budget {budget.name!r} has max_cost but model {model!r} has no known price; "
+                             "pass Budget(prices={...: loop.Price(input, output)}) for it")
+
+    @property
+    def spent(self) -> Spent:
+        return Spent(*self._total)
+
+    @property
+    def by_path(self) -> Mapping[str, Spent]:
+        return MappingProxyType({path: Spent(*row) for path, row in self._by_path.items()})
+
+    def report(self) -> dict[str, Any]:
+        """The spend as JSON data, for an outcome."""
+        out: dict[str, Any] = {"spent": self.spent.to_dict(),
+                               "by_path": {p: s.to_dict() for p, s in self.by_path.items()}}
+        if self.budget is not None:
+            out["budget"] = self.budget.name
+        if self.exhausted is not None:
+            out["exhausted"] = self.exhausted
+        return out
+
+
+_NO_LIMITS = Budget()
+
+
+def reserve(budgets: tuple[Spend, ...], index: int, path: str, state: State | None) -> None:
+    """Reserve one turn or tool call in every budget, or none: a refusal exhausts that budget and raises."""
+    for spend in budgets:
+        reason = spend.refusal(index)
+        if reason is not None:
+            spend.exhaust(reason)
+            raise exhausted_error(spend, state)
+    for spend in budgets:
+        spend._add(index, 1, path)
+
+
+def exhausted_error(spend: Spend, state: State | None) -> BudgetExhausted:
+    budget = spend.budget
+    name = budget.name if budget is not None else "budget"
+    error = BudgetExhausted(f"budget {name!r} ran out: {spend.exhausted}", state=state, budget=budget)
+    error.spend = spend
+    return error
+
+
+def charge(*, turns: int = 0, tool_calls: int = 0, usage: Usage | None = None, model: str | None = None) -> None:
+    """Charge work done outside a step (a provider wrapper's extra attempt, a tool run by hand) to every
+    budget of the current run scope. Turns and tool calls are reserved one by one and raise
+    ``BudgetExhausted`` when one would pass a limit; usage is charged and may exhaust a soft limit."""
+    from loop._scope import current_scope
+
+    scope = current_scope()
+    budgets = scope.budgets
+    if not budgets:
+        return
+    for _ in range(turns):
+        reserve(budgets, _TURNS, scope.path, None)
+    for _ in range(tool_calls):
+        reserve(budgets, _TOOLS, scope.path, None)
+    if usage is not None:
+        charge_usage(budgets, usage, model, scope.path)
+
+
+def charge_usage(budgets: tuple[Spend, ...], usage: Usage, model: str | None, path: str) -> Spend | None:
+    """Charge ``usage`` to every budget; the first whose soft limit it passes (now exhausted), or ``None``."""
+    passed: Spend | None = None
+    for spend in budgets:
+        reason = spend.usage(usage, model, path)
+        if reason is not None:
+            spend.exhausted = reason
+            passed = passed or spend
+    return passed

@@ -1,0 +1,323 @@
+"""``OutputType``: a typed answer's schema, how to find its JSON in a reply, check it, and build the value."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import enum
+import json
+import re
+import sys
+import types
+from collections.abc import Mapping, Sequence
+from typing import (Annotated, Any, Generic, NotRequired, Required, TypeVar, Union, get_args, get_origin,
+                    get_type_hints, overload)
+
+import attrs
+import jsonschema
+
+from loop._schema import parse_docstring, type_schema
+from loop.errors import UsageError
+
+T = TypeVar("T")
+
+_ACCEPTED = "an attrs class, a dataclass, a TypedDict, a pydantic model or a JSON-schema dict"
+_FENCE = re.compile(r"```([^\n`]*)\n(.*?)```", re.DOTALL)
+_OPENER = re.compile(r"[{\[]")
+_NAME = re.compile(r"[A-Za-z_]\w*")
+_SEQUENCES = (list, tuple, set, frozenset, Sequence)
+_MAX_SPANS = 1000  # bounds the prose scan, which tries each '{' or '[' in turn until one parses
+_DECODER = json.JSONDecoder()
+
+
+@attrs.frozen
+class OutputType(Generic[T]):
+    """The shape asked of an answer: its ``name``, its JSON ``schema``, and the Python type it becomes.
+
+    Build one with ``OutputType.of(spec)``. ``python_type`` is the class asked for, or ``None`` for a bare
+    JSON schema. Objects in schemas made from classes are closed (``"additionalProperties": false``) and list
+    their fields without defaults as ``required``.
+    """
+
+    name: str
+    python_type: type | None
+    _schema: dict[str, Any] = attrs.field(alias="schema", hash=False, repr=False)
+    _validator: Any = attrs.field(alias="validator", eq=False, repr=False)
+
+    @overload
+    @classmethod
+    def of(cls, spec: OutputType[T]) -> OutputType[T]: ...
+
+    @overload
+    @classmethod
+    def of(cls, spec: type[T]) -> OutputType[T]: ...
+
+    @overload
+    @classmethod
+    def of(cls, spec: Mapping[str, Any]) -> OutputType[dict[str, Any]]: ...
+
+    @classmethod
+    def of(cls, spec: Any) -> OutputType[Any]:
+        """The output type of ``spec``: an attrs class, a dataclass, a TypedDict, a pydantic model, a JSON-schema
+        dict, or an ``OutputType`` (returned as is). Raises ``UsageError`` for anything else."""
+        if isinstance(spec, OutputType):
+            return spec
+        if isinstance(spec, Mapping):
+            schema = copy.deepcopy(dict(spec))
+            title = schema.get("title")
+            return cls._make(title if isinstance(title, str) and title else "output", None, schema)
+        if _is_pydantic(spec):
+            try:
+                schema = spec.model_json_schema()
+            except Exception as exc:  # pydantic's own error types; it is never imported here
+                raise UsageError(f"cannot write a JSON schema for {spec.__name__}: {exc}") from exc
+            return cls._make(spec.__name__, spec, schema)
+        if _record_kind(spec):
+            return cls._make(spec.__name__, spec, _record_schema(spec, frozenset()))
+        raise UsageError(f"an output type must be {_ACCEPTED}; got {_describe(spec)}")
+
+    @classmethod
+    def _make(cls, name: str, python_type: type | None, schema: dict[str, Any]) -> OutputType[Any]:
+        try:
+            json.dumps(schema)
+            checker = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+            checker.check_schema(schema)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"the schema of {name!r} is not JSON: {exc}") from exc
+        except jsonschema.SchemaError as exc:
+            raise UsageError(f"the schema of {name!r} is not a valid JSON schema: {exc.message}") from exc
+        return cls(name, python_type, schema=schema, validator=checker(schema))
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """The JSON schema, as a fresh dict (changing it changes nothing here)."""
+        return copy.deepcopy(self._schema)
+
+    def extract(self, text: str) -> Any:
+        """The JSON value in a model's reply.
+
+        The whole text if it is JSON; else the last ```json (or bare ```) fenced block that parses; else, in the
+        prose, the last outermost ``{...}``/``[...]`` that matches the schema, or failing that the longest one
+        that parses (unless the whole text or a fenced block looked like JSON but broke). Raises ``UsageError``
+        saying "the answer holds no JSON value", why, and how the text begins.
+        """
+        if not isinstance(text, str):
+            raise UsageError(f"extract reads a model's reply as str, got {_describe(text)}")
+        stripped = text.strip()
+        why = ""
+        try:
+            return _loads(stripped)
+        except ValueError as exc:
+            if stripped.startswith(("{", "[")):
+                why = f": it looks like JSON but does not parse ({exc})"
+        for match in reversed(list(_FENCE.finditer(text))):
+            info, body = match.group(1).strip(), match.group(2)
+            if info.startswith(("{", "[")):  # a block opened without a newline after the fence
+                info, body = "", match.group(1) + "\n" + body
+            if info.lower() in ("", "json"):
+                try:
+                    return _loads(body)
+                except ValueError as exc:
+                    why = why or f": its fenced block does not parse ({exc})"
+        found: list[tuple[int, Any]] = []  # (length, value) of each outermost span that parses
+        why_span, start = "", 0
+        for _ in range(_MAX_SPANS):
+            match = _OPENER.search(text, start)
+            if match is None:
+                break
+            try:
+                value, end = _loads(text, match.start())
+            except ValueError as exc:
+                where = f"the {match.group()} at character {match.start()}"
+                why_span = why_span or f": {where} does not start valid JSON ({exc})"
+                start = match.start() + 1
+                continue
+            found.append((end - match.start(), value))
+            start = end
+        valid = [value for _, value in found if self._validator.is_valid(value)]
+        if valid:
+            return valid[-1]
+        # A scrap found inside a broken JSON block would hide the parse error, which is what needs fixing.
+        if found and not why:
+            return max(found, key=lambda f: f[0])[1]
+        raise UsageError(f"the answer holds no JSON value{why or why_span}; it begins: {_excerpt(text)}")
+
+    def errors(self, value: Any) -> list[str]:
+        """What is wrong with ``value`` against the schema, one line per problem with its path
+        (``$.items[2].price: 'x' is not of type 'number'``); empty when it is valid."""
+        problems = sorted(self._validator.iter_errors(value),
+                          key=lambda e: [(0, p) if isinstance(p, int) else (1, p) for p in e.absolute_path])
+        return [f"{_path(e.absolute_path)}: {e.message}" for e in problems]
+
+    def parse(self, value: Any) -> T:
+        """``value`` (a JSON value) as the Python type: an instance of the attrs class or dataclass (nested ones
+        built too), the dict for a TypedDict or a bare schema, ``model_validate`` for a pydantic model.
+        Raises ``UsageError`` if it does not validate."""
+        problems = self.errors(value)
+        if problems:
+            shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+            raise UsageError(f"the value does not match the {self.name} schema: {shown}")
+        kind = self.python_type
+        try:
+            if kind is None:
+                return value  # type: ignore[no-any-return]
+            if _is_pydantic(kind):
+                return kind.model_validate(value)  # type: ignore[attr-defined, no-any-return]
+            return _build(kind, value)  # type: ignore[no-any-return]
+        except UsageError:
+            raise
+        except Exception as exc:  # the class's own validators (attrs, __post_init__, pydantic) refused it
+            raise UsageError(f"cannot build {self.name} from the value: {exc}") from exc
+
+
+def _is_pydantic(spec: Any) -> bool:
+    # A class can only be a pydantic model if pydantic is already imported, so this never imports it.
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and isinstance(spec, type) and issubclass(spec, pydantic.BaseModel)
+
+
+def _record_kind(hint: Any) -> str | None:
+    if not isinstance(hint, type):
+        return None
+    if attrs.has(hint):
+        return "attrs"
+    if dataclasses.is_dataclass(hint):
+        return "dataclass"
+    # typing_extensions' TypedDict is a different class from typing's before 3.13, so test the shape.
+    if issubclass(hint, dict) and hasattr(hint, "__required_keys__") and hasattr(hint, "__total__"):
+        return "typeddict"
+    return None
+
+
+def _fields(cls: type) -> list[tuple[str, Any, bool]]:
+    """Each field of a record class as (JSON key, type hint, required)."""
+    try:
+        hints = get_type_hints(cls, include_extras=True)
+    except Exception as exc:  # unresolved forward references and the like
+        raise UsageError(f"output type {cls.__name__}: cannot read its type hints: {exc}") from exc
+    kind = _record_kind(cls)
+    if kind == "typeddict":
+        fields = []
+        for key, hint in hints.items():
+            required = key in cls.__required_keys__  # type: ignore[attr-defined]
+            if get_origin(hint) in (Required, NotRequired):
+                required, hint = get_origin(hint) is Required, get_args(hint)[0]
+            fields.append((key, hint, required))
+        return fields
+    if kind == "attrs":
+        declared = [(f.alias, f.name, f.default is attrs.NOTHING) for f in attrs.fields(cls) if f.init]
+    else:
+        declared = [(f.name, f.name, f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+                    for f in dataclasses.fields(cls) if f.init]
+    missing = [name for _, name, _ in declared if name not in hints]
+    if missing:
+        raise UsageError(f"output type {cls.__name__}: field {missing[0]!r} has no type annotation")
+    return [(key, hints[name], required) for key, name, required in declared]
+
+
+def _record_schema(cls: type, outer: frozenset[type]) -> dict[str, Any]:
+    if cls in outer:
+        raise UsageError(f"output type {cls.__name__} refers to itself; a recursive type cannot be inlined")
+    doc = cls.__dict__.get("__doc__") or ""
+    if doc.startswith(cls.__name__ + "("):  # dataclasses write their signature as the docstring
+        doc = ""
+    summary, notes = parse_docstring(doc)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for key, hint, needed in _fields(cls):
+        schema = _hint_schema(hint, f"output type {cls.__name__}, field {key!r}", outer | {cls})
+        if key in notes and "description" not in schema:
+            schema["description"] = notes[key]
+        properties[key] = schema
+        if needed:
+            required.append(key)
+    schema = {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+    return {"description": summary, **schema} if summary else schema
+
+
+def _mentions_record(hint: Any) -> bool:
+    return _record_kind(hint) is not None or any(_mentions_record(a) for a in get_args(hint))
+
+
+def _hint_schema(hint: Any, where: str, outer: frozenset[type]) -> dict[str, Any]:
+    """``type_schema`` extended with record classes, wherever they sit inside the hint."""
+    if _record_kind(hint):
+        return _record_schema(hint, outer)
+    if not _mentions_record(hint):
+        return type_schema(hint, where)
+    origin, args = get_origin(hint), get_args(hint)
+    if origin is Annotated:
+        schema = _hint_schema(args[0], where, outer)
+        notes = [a for a in args[1:] if isinstance(a, str)]
+        return {**schema, "description": " ".join(notes)} if notes else schema
+    if origin in (Union, types.UnionType):
+        return {"anyOf": [_hint_schema(a, where, outer) for a in args]}
+    if origin in _SEQUENCES:
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            return {"type": "array", "prefixItems": [_hint_schema(a, where, outer) for a in args],
+                    "minItems": len(args), "maxItems": len(args)}
+        return {"type": "array", "items": _hint_schema(args[0], where, outer)}
+    if origin in (dict, Mapping):
+        if args[0] is not str:
+            raise UsageError(f"{where}: dictionary keys must be str for JSON, got {args[0]!r}")
+        return {"type": "object", "additionalProperties": _hint_schema(args[1], where, outer)}
+    return type_schema(hint, where)  # raises, naming what it cannot describe
+
+
+def _build(hint: Any, value: Any) -> Any:
+    """The Python value of a valid JSON ``value`` for ``hint``: records, enums, tuples and floats made real."""
+    kind = _record_kind(hint)
+    if kind:
+        fields = {key: field_hint for key, field_hint, _ in _fields(hint)}
+        made = {key: _build(fields[key], item) for key, item in value.items()}
+        return made if kind == "typeddict" else hint(**made)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return hint(value)
+    if hint is float and type(value) is int:
+        return float(value)
+    origin, args = get_origin(hint), get_args(hint)
+    if origin is Annotated:
+        return _build(args[0], value)
+    if origin in (Union, types.UnionType):
+        arms = [a for a in args if a is not type(None)]
+        if value is None and len(arms) < len(args):
+            return None
+        for arm in arms:
+            if len(arms) == 1 or jsonschema.Draft202012Validator(_hint_schema(arm, "", frozenset())).is_valid(value):
+                return _build(arm, value)
+        return value
+    if origin in _SEQUENCES and isinstance(value, list):
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            return tuple(_build(a, v) for a, v in zip(args, value))
+        items = [_build(args[0], v) for v in value] if args else list(value)
+        return items if origin in (list, Sequence) else origin(items)
+    if origin in (dict, Mapping) and isinstance(value, dict) and len(args) == 2:
+        return {key: _build(args[1], item) for key, item in value.items()}
+    return value
+
+
+def _path(path: Sequence[Any]) -> str:
+    return "$" + "".join(f"[{step}]" if isinstance(step, int) else f".{step}" if _NAME.fullmatch(step)
+                         else f"[{json.dumps(step)}]" for step in path)
+
+
+def _loads(text: str, start: int | None = None) -> Any:
+    """``json.loads`` (or ``raw_decode`` from ``start``), every failure a ``ValueError`` with a short reason."""
+    try:
+        return json.loads(text) if start is None else _DECODER.raw_decode(text, start)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
+def _excerpt(text: str, limit: int = 160) -> str:
+    flat = " ".join(text.split())
+    return f'"{flat}"' if len(flat) <= limit else f'"{flat[:limit]}…"'
+
+
+def _describe(spec: Any) -> str:
+    if isinstance(spec, type):
+        return f"the class {spec.__module__}.{spec.__qualname__}"
+    shown = repr(spec)
+    return f"{shown if len(shown) <= 80 else shown[:80] + '…'}, an instance of {type(spec).__qualname__}"

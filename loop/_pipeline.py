@@ -1,0 +1,165 @@
+"""``ToolPipeline``: what every tool call goes through, with or without a model turn around it.
+
+The argument check against the tool's schema, the timeout, exceptions turned into error results, result
+truncation, ``ToolStarted``/``ToolFinished`` events, a span, and a charge to every budget of the run scope.
+Each call runs in a scope of its own (``tool:NAME#ID``), a branch: an agent that a tool runs is never taken
+for the conversation that called the tool. ``Step.turn`` runs its tools through one; planners' workers and
+code-action programs' bridged calls use the same.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+
+from loop import tracing
+from loop._argcheck import ArgumentChecker
+from loop._budget import _TOOLS, exhausted_error
+from loop._events import EventBus, ToolFinished, ToolStarted
+from loop._parts import ToolCall, ToolResult
+from loop._scope import branch, current_scope
+from loop._tools import Tool, index_tools, render, truncate
+from loop.errors import UsageError
+
+CANCELLED = "cancelled: the turn was interrupted before this tool call finished"
+_log = tracing.logger("loop.tools")
+
+
+class ToolPipeline:
+    """Runs tool calls with every guarantee a model turn gives them; every call gets a ``ToolResult``.
+
+    Unknown tools, malformed or schema-breaking arguments, exceptions, timeouts (``timeout`` seconds, or the
+    tool's own ``timeout`` attribute) and a budget with no tool calls left all become error results the
+    model can read; results longer than ``max_result_chars`` are cut with a note. Events go to ``events``.
+    """
+
+    __slots__ = ("_tools", "_checkers", "events", "timeout", "max_result_chars")
+
+    def __init__(
+        self,
+        tools: Iterable[Tool] = (),
+        *,
+        events: EventBus | None = None,
+        timeout: float = 60.0,
+        max_result_chars: int = 20_000,
+    ) -> None:
+        by_name = index_tools(tools, "in a step")
+        if not (isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0):
+            raise UsageError(f"tool_timeout must be a positive number of seconds, got {timeout!r}")
+        if not (isinstance(max_result_chars, int) and max_result_chars > 0):
+            raise UsageError(f"max_result_chars must be a positive integer, got {max_result_chars!r}")
+        self._tools = by_name
+        self._checkers = {name: ArgumentChecker(t.spec.parameters) for name, t in by_name.items()}
+        self.events = events if events is not None else EventBus()
+        self.timeout = float(timeout)
+        self.max_result_chars = max_result_chars
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        return tuple(self._tools.values())
+
+    def find(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    async def run(
+        self,
+        calls: Sequence[ToolCall],
+        *,
+        disabled: bool = False,
+        on_cancel: Callable[[tuple[ToolResult, ...], BaseException], Awaitable[None]] | None = None,
+    ) -> tuple[ToolResult, ...]:
+        """Run ``calls`` concurrently; their results in call order.
+
+        If cancelled, ``on_cancel`` is awaited (shielded) with a result for every call, the open ones
+        answered "cancelled", before the cancellation goes on. ``disabled`` answers every call with an error
+        saying tools are off for this turn.
+        """
+        results: list[ToolResult | None] = [None] * len(calls)
+        tracer = tracing.current_tracer()
+
+        async def run_into(index: int) -> None:
+            results[index] = await self._run_call(calls[index], tracer, disabled)
+
+        try:
+            if len(calls) == 1:
+                await run_into(0)  # one call needs no task group
+            else:
+                async with anyio.create_task_group() as group:
+                    for index in range(len(calls)):
+                        group.start_soon(run_into, index)
+        except BaseException as exc:
+            if on_cancel is not None:
+                answered = tuple(r if r is not None else error_result(c, CANCELLED) for r, c in zip(results, calls))
+                with anyio.CancelScope(shield=True):
+                    await on_cancel(answered, exc)
+            raise
+        return tuple(results)  # type: ignore[arg-type]
+
+    async def call(self, call: ToolCall) -> ToolResult:
+        """Run one call; its result (an error result when it could not run or failed)."""
+        return await self._run_call(call, tracing.current_tracer(), False)
+
+    async def _run_call(self, call: ToolCall, tracer: Any, disabled: bool) -> ToolResult:
+        bus = self.events
+        if bus.has_subscribers:
+            bus.publish(ToolStarted(call))
+        started = time.perf_counter()
+        with branch(f"tool:{call.name or '?'}#{call.id}"):
+            if tracer is None:
+                result = await self._call(call, disabled)
+            else:
+                with tracing.start(tracer, f"execute_tool {call.name}", {
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": call.name,
+                    "gen_ai.tool.call.id": call.id,
+                }) as span:
+                    result = await self._call(call, disabled)
+                    if result.is_error:
+                        span.set_attribute("error.type", "tool_error")
+        if bus.has_subscribers:
+            bus.publish(ToolFinished(call, result, time.perf_counter() - started))
+        return result
+
+    async def _call(self, call: ToolCall, disabled: bool) -> ToolResult:
+        if disabled:
+            return error_result(call, "tools are disabled for this turn; answer in text without calling a tool")
+        tool = self._tools.get(call.name)
+        if tool is None:
+            known = ", ".join(sorted(self._tools)) or "none"
+            what = "a tool with no name" if not call.name else f"unknown tool {call.name!r}"
+            return error_result(call, f"{what}; the tools you can call are: {known}")
+        arguments = self._checkers[call.name].parse(call.arguments)
+        if isinstance(arguments, str):
+            return error_result(call, arguments)
+        scope = current_scope()
+        for spend in scope.budgets:  # reserved before the call: the limit is hard
+            reason = spend.refusal(_TOOLS)
+            if reason is not None:
+                spend.exhausted = spend.exhausted or reason  # the turn ends, then the budget's run stops
+                return error_result(call, f"not run: {exhausted_error(spend, None)}")
+        for spend in scope.budgets:
+            spend._add(_TOOLS, 1, scope.path)
+        timeout = getattr(tool, "timeout", None) or self.timeout
+        try:
+            with anyio.move_on_after(timeout) as deadline:
+                value = await tool.call(arguments)
+            if deadline.cancelled_caught:
+                return error_result(call, f"the tool timed out after {timeout:g} seconds and was stopped")
+            content = render(value)
+        except anyio.get_cancelled_exc_class():
+            # Re-raises if the turn itself is being cancelled; otherwise only the tool was.
+            await anyio.lowlevel.checkpoint_if_cancelled()
+            return error_result(call, "the tool was cancelled before it finished")
+        except Exception as exc:
+            _log.warning("tool raised", tool=call.name, call_id=call.id, error=repr(exc))
+            return error_result(call, truncate(f"the tool raised {type(exc).__name__}: {exc}", self.max_result_chars))
+        return ToolResult(call.id, call.name, truncate(content, self.max_result_chars))
+
+
+def error_result(call: ToolCall, message: str) -> ToolResult:
+    """An error ``ToolResult`` answering ``call`` with ``message``."""
+    return ToolResult(call.id, call.name, f"error: {message}", is_error=True)

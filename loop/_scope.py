@@ -1,0 +1,163 @@
+"""The run scope: what a pattern run needs beyond its ``State``, carried in a context variable.
+
+Like Go's ``context.Context`` (and OpenTelemetry's context), the scope reaches every nested and concurrent
+pattern without extra arguments: anyio task groups copy it into their tasks. It holds
+
+- the run path (``WithVerification/ReAct``, ``SelfConsistency/sample 3/ReAct``, ``tool:search#c2``),
+  stamped on events and spans and shown to offline providers;
+- the budgets whose spend every model call and tool call is charged to;
+- the line being run: the main line (what a session stores and streams) or a branch.
+
+A line is owned by the task that opened it. Turns run in another task that inherits the scope without
+declaring a branch (a user's own plain task group) are a branch too, so concurrent work can never be taken
+for the conversation. Tools run in a scope of their own, a branch. Work handed to a task that already exists
+(a pool, a reader) carries the scope explicitly with ``carry``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextvars import ContextVar, Token
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from loop.errors import UsageError
+
+if TYPE_CHECKING:
+    from loop._budget import Spend
+
+
+def current_task() -> Any:
+    """An identity for the running task, cheap on asyncio (the task itself), any backend else."""
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # not on asyncio
+        return anyio.get_current_task().id
+
+
+class Line:
+    """One line of turns: the main line of a run, or a branch of it. Compared by identity."""
+
+    __slots__ = ("main",)
+
+    def __init__(self, main: bool) -> None:
+        self.main = main
+
+    def __repr__(self) -> str:
+        return f"Line({'main' if self.main else 'branch'})"
+
+
+class RunScope:
+    """Where the code running now stands: its run ``path``, the ``budgets`` it is charged to, its ``line``,
+    and the ``task`` that owns that line here (``None``: any task, as at the root). Read-only."""
+
+    __slots__ = ("path", "budgets", "line", "task")
+
+    def __init__(self, path: str, budgets: tuple[Spend, ...], line: Line, task: Any) -> None:
+        self.path = path
+        self.budgets = budgets
+        self.line = line
+        self.task = task
+
+    @property
+    def on_main_line(self) -> bool:
+        """Whether code running here, in this task, is on the main line (not a branch, tool or side task)."""
+        return self.line.main and (self.task is None or self.task is current_task())
+
+    def child(self, name: str) -> RunScope:
+        return RunScope(_join(self.path, name), self.budgets, self.line, self.task)
+
+    def __repr__(self) -> str:
+        return f"RunScope(path={self.path!r}, line={self.line!r}, budgets={len(self.budgets)})"
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}/{name}" if path else name
+
+
+ROOT = RunScope("", (), Line(main=True), None)
+_current: ContextVar[RunScope] = ContextVar("loop_run_scope", default=ROOT)
+
+
+def current_scope() -> RunScope:
+    """The run scope of the code running now."""
+    return _current.get()
+
+
+def run_path() -> str:
+    """The run path of the code running now (``""`` outside any pattern)."""
+    return _current.get().path
+
+
+class _Enter:
+    """Makes ``scope`` current for a ``with`` block (a class: cheaper than a generator-based manager)."""
+
+    __slots__ = ("_scope", "_token")
+
+    def __init__(self, scope: RunScope) -> None:
+        self._scope = scope
+        self._token: Token[RunScope] | None = None
+
+    def __enter__(self) -> RunScope:
+        self._token = _current.set(self._scope)
+        return self._scope
+
+    def __exit__(self, *exc_info: object) -> None:
+        _current.reset(self._token)  # type: ignore[arg-type]
+
+
+def _check_name(name: Any) -> str:
+    if not isinstance(name, str) or not name or "/" in name:
+        raise UsageError(f"a run path segment is a non-empty string without '/', got {name!r}")
+    return name
+
+
+def scope(name: str) -> _Enter:
+    """``with scope("ReAct"):`` — run the block one level down the run path, on the same line."""
+    return _Enter(_current.get().child(_check_name(name)))
+
+
+def branch(name: str) -> _Enter:
+    """``with branch("sample 3"):`` — run the block as a branch owned by the current task: its turns are
+    charged to the enclosing budgets but never stored or streamed as the main line."""
+    parent = _current.get()
+    return _Enter(RunScope(_join(parent.path, _check_name(name)), parent.budgets, Line(main=False), current_task()))
+
+
+def main_line(name: str | None = None) -> _Enter:
+    """``with main_line():`` — start a main line owned by the current task (a session does this for each
+    message it processes). Turns in other tasks that inherit it without declaring a branch are branches."""
+    parent = _current.get()
+    path = parent.path if name is None else _join(parent.path, _check_name(name))
+    return _Enter(RunScope(path, parent.budgets, Line(main=True), current_task()))
+
+
+def with_budget(spend: Spend) -> _Enter:
+    """Make ``spend`` one more budget charged by everything run in the block."""
+    parent = _current.get()
+    return _Enter(RunScope(parent.path, (*parent.budgets, spend), parent.line, parent.task))
+
+
+class Carried:
+    """A scope captured in one task to be entered in another (``with carried:``), for work handed to a task
+    that already exists. The receiving task acts for the captured line: its turns count as that line's."""
+
+    __slots__ = ("scope", "_token")
+
+    def __init__(self, scope: RunScope) -> None:
+        self.scope = scope
+        self._token: Token[RunScope] | None = None
+
+    def __enter__(self) -> RunScope:
+        self._token = _current.set(RunScope(self.scope.path, self.scope.budgets, self.scope.line,
+                                             None if self.scope.task is None else current_task()))
+        return _current.get()
+
+    def __exit__(self, *exc_info: object) -> None:
+        _current.reset(self._token)  # type: ignore[arg-type]
+
+
+def carry() -> Carried:
+    """Capture the current run scope for work handed to another, already running, task."""
+    return Carried(_current.get())
