@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
+from types import MappingProxyType
 from typing import Any, Literal, Protocol, Union, runtime_checkable
 
 import attrs
@@ -15,44 +16,64 @@ from loop.errors import UsageError
 # -- deltas: what a provider streams ---------------------------------------------------------------------
 
 
+# Every delta ends with ``choice``: which of several choices of one response it belongs to; 0 unless n > 1 was
+# asked (``Options.n``) of a provider that can return several. Deltas are built once per streamed chunk, so they
+# stay slotted attrs classes without validators.
+
+
 @attrs.frozen
 class TextDelta:
-    """A fragment of the assistant's text."""
+    """A fragment of the assistant's text. ``choice``: which of several choices of one response this belongs
+    to; 0 unless n > 1 was asked."""
 
     text: str
+    choice: int = 0
 
 
 @attrs.frozen
 class ReasoningDelta:
-    """A fragment of reasoning; a provider sends the block's ``signature`` on its last fragment, if any."""
+    """A fragment of reasoning; a provider sends the block's ``signature`` on its last fragment, if any.
+    ``choice``: which of several choices of one response this belongs to; 0 unless n > 1 was asked."""
 
     text: str = ""
     signature: str | None = None
+    choice: int = 0
 
 
 @attrs.frozen
 class ToolCallDelta:
     """A fragment of tool call number ``index``. ``id`` and ``name`` come once (usually first); the
-    ``arguments_fragment`` pieces of one index concatenate to the call's JSON arguments. Calls may interleave."""
+    ``arguments_fragment`` pieces of one index concatenate to the call's JSON arguments. Calls may interleave.
+    ``choice``: which of several choices of one response this belongs to; 0 unless n > 1 was asked (each
+    choice numbers its calls from 0)."""
 
     index: int
     id: str | None = None
     name: str | None = None
     arguments_fragment: str = ""
+    choice: int = 0
 
 
 @attrs.frozen
 class UsageDelta:
-    """Token usage reported by the provider; several deltas add up."""
+    """Token usage reported by the provider; several deltas add up. ``model`` is the model that answered, as
+    the response names it (prices are looked up by it), when the provider says. ``choice``: which of several
+    choices of one response this belongs to; 0 unless n > 1 was asked. A provider returning several choices
+    reports the usage of the whole response once (the prompt is charged once), on choice 0."""
 
     usage: Usage
+    model: str | None = None
+    choice: int = 0
 
 
 @attrs.frozen
 class Finish:
-    """The reason the response ended: ``stop``, ``tool_calls``, ``length``, ``content_filter`` or the provider's own."""
+    """The reason the response ended: ``stop``, ``tool_calls``, ``length``, ``content_filter`` or the provider's
+    own. ``choice``: which of several choices of one response this belongs to; 0 unless n > 1 was asked (each
+    choice then ends with its own ``Finish``)."""
 
     reason: str
+    choice: int = 0
 
 
 Delta = Union[TextDelta, ReasoningDelta, ToolCallDelta, UsageDelta, Finish]
@@ -92,6 +113,40 @@ def _check_max_tokens(_: Any, __: Any, value: Any) -> None:
         raise UsageError(f"max_tokens must be a positive integer, got {value!r}")
 
 
+def _check_n(_: Any, __: Any, value: Any) -> None:
+    if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        raise UsageError(f"n (how many choices to return) must be an integer of at least 1, got {value!r}")
+
+
+def _check_seed(_: Any, __: Any, value: Any) -> None:
+    if value is not None and not (isinstance(value, int) and not isinstance(value, bool)):
+        raise UsageError(f"seed must be an integer, got {value!r}")
+
+
+def _check_top_p(_: Any, __: Any, value: Any) -> None:
+    if value is not None and (isinstance(value, bool) or not (isinstance(value, (int, float)) and 0 < value <= 1)):
+        raise UsageError(f"top_p must be a number above 0 and at most 1, got {value!r}")
+
+
+_EFFORTS = ("minimal", "low", "medium", "high")
+
+
+def _check_effort(_: Any, __: Any, value: Any) -> None:
+    if value is not None and value not in _EFFORTS:
+        raise UsageError(f"reasoning_effort must be one of {', '.join(map(repr, _EFFORTS))}, got {value!r}")
+
+
+def _extra(value: Any) -> Mapping[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise UsageError(f"extra must be a mapping of request body fields, got {type(value).__name__}")
+    bad = [k for k in value if not isinstance(k, str) or not k]
+    if bad:
+        raise UsageError(f"extra must be keyed by body field names (non-empty strings), got {bad[0]!r}")
+    return MappingProxyType(dict(value))
+
+
 def _stop(value: Any) -> tuple[str, ...] | None:
     if value is None:
         return None
@@ -106,6 +161,14 @@ class Options:
 
     A step holds default options; options passed to one ``turn`` override them field by field (``merge``).
     ``output_schema`` asks for structured output matching a JSON schema.
+
+    For sampling: ``n`` asks for that many choices in one response (only providers with ``supports_choices``
+    honour it; elsewhere ``Step.sample`` makes concurrent calls), ``seed`` asks for repeatable sampling where
+    the provider supports it, ``top_p`` is nucleus sampling (above 0, at most 1), and ``reasoning_effort`` is
+    ``"minimal"``, ``"low"``, ``"medium"`` or ``"high"``, mapped by each provider onto its own setting.
+    ``extra`` holds provider-specific request body fields, merged into the body last (so they win over what
+    the provider wrote); it is kept as a read-only copy. In ``merge``, an override's ``extra`` replaces the
+    defaults' whole (it is not merged key by key; an empty mapping clears it).
     """
 
     model: str | None = None
@@ -115,9 +178,16 @@ class Options:
     # Compared but not hashed (a dict cannot be): options asking for different schemas are different options.
     output_schema: Mapping[str, Any] | None = attrs.field(default=None, hash=False)
     stop: tuple[str, ...] | None = attrs.field(default=None, converter=_stop)
+    n: int | None = attrs.field(default=None, validator=_check_n)
+    seed: int | None = attrs.field(default=None, validator=_check_seed)
+    top_p: float | None = attrs.field(default=None, validator=_check_top_p)
+    reasoning_effort: str | None = attrs.field(default=None, validator=_check_effort)
+    # Compared but not hashed, like output_schema.
+    extra: Mapping[str, Any] | None = attrs.field(default=None, converter=_extra, hash=False)
 
     def merge(self, override: Options | None) -> Options:
-        """These options with every field that ``override`` sets taking its value."""
+        """These options with every field that ``override`` sets taking its value. ``extra`` is one field
+        too: an override's mapping replaces this one's whole."""
         if override is None:
             return self
         changes = {
@@ -139,11 +209,16 @@ class ToolSpec:
 
 @attrs.frozen
 class Request:
-    """One provider call: the turns the model should see, the tools it may call, and the effective options."""
+    """One provider call: the turns the model should see, the tools it may call, and the effective options.
+
+    ``path`` is the run path of the pattern that made the request (e.g. ``SelfConsistency/sample 3/ReAct``),
+    set by the step; it is not sent to the model, but offline providers may answer by it.
+    """
 
     turns: tuple[Turn, ...]
     tools: tuple[ToolSpec, ...] = ()
     options: Options = Options()
+    path: str = ""
 
 
 # -- protocols -----------------------------------------------------------------------------------------

@@ -50,13 +50,25 @@ def _parts(value: Any) -> tuple[Part, ...]:
     return parts
 
 
+def _check_name(_: Any, __: Any, value: Any) -> None:
+    # One identity test in the usual case (no name): turns are made per step and per state append.
+    if value is not None and (type(value) is not str or not value):
+        raise UsageError(f"a turn's name must be a non-empty string or None, got {value!r}")
+
+
 @attrs.frozen
 class Turn:
-    """One message: who spoke (``role``), what was said (``parts``), and free-form ``meta``."""
+    """One message: who spoke (``role``), what was said (``parts``), and free-form ``meta``.
+
+    ``name`` optionally says which speaker of that role spoke, for conversations with several agents or
+    users; providers send it where their API has a place for it. Unlike ``meta`` it is part of what was said:
+    it takes part in equality and is sent to the model.
+    """
 
     role: Role = attrs.field(converter=_role)
     parts: tuple[Part, ...] = attrs.field(default=(), converter=_parts)
     meta: Mapping[str, Any] = attrs.field(default=EMPTY, converter=_freeze_meta, eq=False, hash=False)
+    name: str | None = attrs.field(default=None, validator=_check_name)
 
     @property
     def text(self) -> str:
@@ -84,6 +96,8 @@ class Turn:
         out: dict[str, Any] = {"role": self.role.value, "parts": [_part_to_dict(p) for p in self.parts]}
         if self.meta:
             out["meta"] = dict(self.meta)
+        if self.name is not None:
+            out["name"] = self.name
         return out
 
     @classmethod
@@ -102,8 +116,11 @@ class Turn:
         meta = data.get("meta", {})
         if not isinstance(meta, Mapping):
             raise UsageError(f"{where}: 'meta' must be an object")
+        name = data.get("name")
+        if name is not None and (not isinstance(name, str) or not name):
+            raise UsageError(f"{where}: 'name' must be a non-empty string")
         parts = tuple(_part_from_dict(p, f"{where}, part {i}") for i, p in enumerate(raw_parts))
-        return cls(role, parts, meta)
+        return cls(role, parts, meta, name)
 
 
 _FIELDS: dict[str, tuple[type, tuple[str, ...], tuple[str, ...]]] = {

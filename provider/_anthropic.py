@@ -29,7 +29,7 @@ from loop import (
     UseTool,
 )
 from loop.errors import StreamError
-from provider._http import drain, sse_stream, status_error, transport_error
+from provider._http import drain, plain, sse_stream, status_error, transport_error
 
 ANTHROPIC_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -45,6 +45,8 @@ _ERROR_STATUS = {"invalid_request_error": 400, "authentication_error": 401, "per
 REDACTED = "redacted_thinking:"
 _THINKING = ("thinking", "redacted_thinking")
 _ORDER = {"thinking": 0, "redacted_thinking": 0, "tool_result": 0, "text": 1, "tool_use": 2}
+# Options.reasoning_effort as an extended-thinking budget; None turns thinking off.
+_EFFORT_BUDGET: dict[str, int | None] = {"minimal": None, "low": 1024, "medium": 4096, "high": 16384}
 
 
 class Anthropic:
@@ -57,6 +59,16 @@ class Anthropic:
     ``REDACTED``). Requests the API refuses with thinking on go without it (see ``body``). Structured output
     (``Options.output_schema``) is asked for as a forced call to a tool whose input is the output; its JSON
     arrives as text.
+
+    Sampling options: ``top_p`` is sent as is and ``Options.extra`` is merged into the body last. ``seed`` is
+    not part of the Messages API and is ignored. The API returns one choice per request, so ``n`` above 1 is a
+    ``UsageError`` (``Step.sample`` makes concurrent calls instead). ``reasoning_effort`` maps to extended
+    thinking: ``"low"``, ``"medium"`` and ``"high"`` turn it on with a budget of 1024, 4096 and 16384 tokens
+    (over ``thinking_budget``), and ``"minimal"`` turns it off. ``UsageDelta.model`` is the model named by
+    ``message_start``.
+
+    The API has no field for a speaker's name, so a user or assistant turn with a ``name`` has its first text
+    block prefixed with ``"{name}: "``.
     """
 
     def __init__(
@@ -112,9 +124,13 @@ class Anthropic:
         Extended thinking is left out of a request the API would refuse with it on: one that forces a tool
         call (structured output, ``"required"``, ``UseTool``), and one that continues a tool loop whose
         assistant message does not open with signed thinking (it came from another provider or from a forced
-        turn). While thinking is on, ``temperature`` is not sent: the API refuses any value but 1 with thinking.
+        turn). While thinking is on, ``temperature`` is not sent, nor a ``top_p`` below 0.95: the API refuses
+        them with thinking.
         """
         opts = request.options
+        if opts.n is not None and opts.n > 1:
+            raise UsageError(f"Anthropic returns one choice per request, and n={opts.n} was asked; ask "
+                             "Step.sample for several, which makes concurrent calls")
         system, msgs = messages(request.turns)
         max_tokens = opts.max_tokens or self.max_tokens
         body: dict[str, Any] = {"model": opts.model or self.model, "max_tokens": max_tokens, "messages": msgs,
@@ -138,14 +154,20 @@ class Anthropic:
                 )
                 forced = body["tool_choice"]["type"] in ("any", "tool")
         budget = self.thinking_budget
+        if opts.reasoning_effort is not None:
+            budget = _EFFORT_BUDGET[opts.reasoning_effort]
         thinking = budget is not None and not forced and not _unsigned_tool_loop(msgs)
         if opts.temperature is not None and not thinking:
             body["temperature"] = min(opts.temperature, 1.0)
+        if opts.top_p is not None and (not thinking or opts.top_p >= 0.95):
+            body["top_p"] = opts.top_p
         if opts.stop:
             body["stop_sequences"] = list(opts.stop)
         if thinking and budget is not None:
             body["thinking"] = {"type": "enabled", "budget_tokens": budget}
             body["max_tokens"] = max(max_tokens, budget + 1)
+        if opts.extra:
+            body.update(plain(opts.extra))
         return body
 
     def stream(self, request: Request) -> AsyncIterator[Delta]:
@@ -154,6 +176,7 @@ class Anthropic:
     async def _stream(self, body: dict[str, Any], *, structured: bool) -> AsyncIterator[Delta]:
         who = self.who
         usage: dict[str, int] = {}
+        model: str | None = None
         finish = "stop"
         tools: dict[int, _ToolBlock] = {}  # tool_use blocks still open, by index
         try:
@@ -216,7 +239,9 @@ class Anthropic:
                             if tool is not None and (rest := tool.unstreamed(index)) is not None:
                                 yield rest
                         elif kind == "message_start":
-                            usage.update(_usage_fields(_object(_object(data.get("message")).get("usage"))))
+                            message = _object(data.get("message"))
+                            usage.update(_usage_fields(_object(message.get("usage"))))
+                            model = _string(message.get("model")) or None
                         elif kind == "message_delta":
                             stop = _string(_object(data.get("delta")).get("stop_reason"))
                             if stop:
@@ -241,7 +266,7 @@ class Anthropic:
             raise transport_error(who, exc) from exc
         if structured and finish == "tool_calls":
             finish = "stop"
-        yield UsageDelta(_usage(usage))
+        yield UsageDelta(_usage(usage), model)
         yield Finish(finish)
 
     def __repr__(self) -> str:
@@ -322,6 +347,17 @@ def _blocks(turn: Turn) -> list[dict[str, Any]]:
     return blocks
 
 
+_NAMED = (Role.USER, Role.ASSISTANT)
+
+
+def _prefix_name(blocks: list[dict[str, Any]], name: str) -> None:
+    """Say who spoke the way the API can carry it: ``"{name}: "`` before the first text block."""
+    for block in blocks:
+        if block["type"] == "text":
+            block["text"] = f"{name}: {block['text']}"
+            return
+
+
 def _unsigned_tool_loop(msgs: list[dict[str, Any]]) -> bool:
     """Whether ``msgs`` continue a tool loop whose assistant message does not open with thinking. With thinking
     on, the API refuses that ("a final assistant message must start with a thinking block") and says to turn
@@ -341,6 +377,7 @@ def messages(turns: tuple[Turn, ...]) -> tuple[str, list[dict[str, Any]]]:
     that land on the same role are merged. Within a message the order is the one the API requires: tool
     results before text in a user message; thinking, then text, then tool calls in an assistant message.
     An assistant turn with nothing but thinking is left out (the API refuses a message that ends in thinking).
+    A user or assistant turn with a ``name`` has ``"{name}: "`` put before its first text block.
     """
     system: list[str] = []
     out: list[dict[str, Any]] = []
@@ -351,6 +388,8 @@ def messages(turns: tuple[Turn, ...]) -> tuple[str, list[dict[str, Any]]]:
             continue
         role = "assistant" if turn.role is Role.ASSISTANT else "user"
         blocks = _blocks(turn)
+        if turn.name is not None and turn.role in _NAMED:
+            _prefix_name(blocks, turn.name)
         if all(block["type"] in _THINKING for block in blocks):  # also true of no blocks at all
             continue
         if out and out[-1]["role"] == role:

@@ -50,13 +50,15 @@ from provider._http import plain
 _DELTAS: dict[str, type] = {"text": TextDelta, "reasoning": ReasoningDelta, "tool_call": ToolCallDelta,
                             "usage": UsageDelta, "finish": Finish}
 _TAGS = {cls: tag for tag, cls in _DELTAS.items()}
-# Per delta type: its fields, each with the JSON types it may hold (None for null).
+# Per delta type: its fields, each with the JSON types it may hold (None for null). ``choice`` (and a usage's
+# ``model``) are written only when set, so cassettes recorded before they existed load unchanged.
 _FIELDS: dict[type, dict[str, tuple[Any, ...]]] = {
-    TextDelta: {"text": (str,)},
-    ReasoningDelta: {"text": (str,), "signature": (str, None)},
-    ToolCallDelta: {"index": (int,), "id": (str, None), "name": (str, None), "arguments_fragment": (str,)},
-    UsageDelta: {"usage": (dict,)},
-    Finish: {"reason": (str,)},
+    TextDelta: {"text": (str,), "choice": (int,)},
+    ReasoningDelta: {"text": (str,), "signature": (str, None), "choice": (int,)},
+    ToolCallDelta: {"index": (int,), "id": (str, None), "name": (str, None), "arguments_fragment": (str,),
+                    "choice": (int,)},
+    UsageDelta: {"usage": (dict,), "model": (str, None), "choice": (int,)},
+    Finish: {"reason": (str,), "choice": (int,)},
 }
 _ERRORS: dict[str, type[ProviderError]] = {cls.__name__: cls for cls in (
     ProviderError, AuthenticationError, BadRequestError, RateLimitError, ServerError, OverloadedError,
@@ -95,6 +97,10 @@ def delta_to_dict(delta: Delta) -> dict[str, Any]:
     if tag is None:
         raise StreamError(f"provider streamed {delta!r}, which is not a Delta (TextDelta, ToolCallDelta, ...)")
     data = attrs.asdict(delta)
+    if not data["choice"]:
+        del data["choice"]
+    if data.get("model", "") is None:
+        del data["model"]
     data["type"] = tag
     return data
 
@@ -126,6 +132,8 @@ def delta_from_dict(data: Any, where: str) -> Delta:
     for name, kinds in fields.items():
         if name in data and not _is(data[name], kinds):
             raise UsageError(f"{where}: {tag}.{name} has the wrong type: {_short(data[name])}")
+    if data.get("choice", 0) < 0:
+        raise UsageError(f"{where}: {tag}.choice must not be negative, got {data['choice']}")
     if cls is UsageDelta:
         usage = data.get("usage")
         if usage is None:
@@ -134,7 +142,7 @@ def delta_from_dict(data: Any, where: str) -> Delta:
         if set(usage) - allowed or not all(_is(v, (int,)) for v in usage.values()):
             raise UsageError(f"{where}: usage delta needs integer token counts ({sorted(allowed)}), "
                              f"got {_short(usage)}")
-        return UsageDelta(Usage(**usage))
+        return UsageDelta(Usage(**usage), data.get("model"), data.get("choice", 0))
     try:
         return cls(**data)
     except TypeError as exc:
@@ -175,7 +183,7 @@ class Recording:
 
     An exchange is written when its stream ends: after the last delta, after an error (which is recorded
     with the deltas before it), or when the consumer closes the stream or is cancelled (marked incomplete).
-    Concurrent streams each write one whole line.
+    Concurrent streams each write one whole line. ``supports_choices`` is the inner provider's.
     """
 
     def __init__(self, inner: Provider, path: str | os.PathLike[str]) -> None:
@@ -184,6 +192,11 @@ class Recording:
         self.inner = inner
         self.path = Path(path)
         self._lock = anyio.Lock()
+
+    @property
+    def supports_choices(self) -> bool:
+        """Whether ``inner`` can return several choices for one request (``Options.n``)."""
+        return bool(getattr(self.inner, "supports_choices", False))
 
     def stream(self, request: Request) -> AsyncIterator[Delta]:
         return self._stream(request)
@@ -290,6 +303,7 @@ class Replay:
     were written in the order they finished) still find theirs. A request no unused exchange matches raises
     ``CassetteMismatch`` naming the first field that differs from the next unused exchange, or saying that
     every exchange was used. A recorded error is raised again as the recorded ``ProviderError`` subclass.
+    ``supports_choices`` is true when the cassette holds a request for several choices (``Options.n``).
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -304,6 +318,9 @@ class Replay:
                                 for number, line in enumerate(lines, 1) if line.strip())
         self._unused = list(range(len(self._exchanges)))
         self._served = 0
+        # Several choices per request can be replayed exactly when they were recorded: a run that asked for
+        # them of a provider that could not return them made separate requests, and must again.
+        self.supports_choices = any(_choices(e.request) for e in self._exchanges)
 
     @property
     def remaining(self) -> int:
@@ -348,6 +365,12 @@ class Replay:
 
     def __repr__(self) -> str:
         return f"Replay({str(self.path)!r}, remaining={self.remaining})"
+
+
+def _choices(request: dict[str, Any]) -> bool:
+    options = request.get("options")
+    n = options.get("n") if isinstance(options, dict) else None
+    return isinstance(n, int) and not isinstance(n, bool) and n > 1
 
 
 def _first_difference(recorded: Any, got: Any, path: str = "request") -> str | None:

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import inspect
 import itertools
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, Union
 
 import anyio.lowlevel
+import attrs
 
 from loop import Delta, Finish, Request, TextDelta, UsageError
 from loop.errors import ScriptExhausted
-from provider._replies import Reply, check_reply, chunks, reply_deltas
+from provider._replies import Reply, ReplyPart, check_reply, chunks, interleave, reply_deltas
 
 _STOP = Finish("stop")  # deltas are immutable, so every plain-text reply can end with the same one
 ReplyFunction = Callable[[Request], Union[Reply, Awaitable[Reply], AsyncIterator[Delta]]]
@@ -39,48 +40,113 @@ def _check_chunk_size(chunk_size: object) -> None:
         raise UsageError(f"chunk_size must be a positive integer, got {chunk_size!r}")
 
 
+class _Script:
+    """One script of a ``Scripted`` provider: its replies and how many were handed out."""
+
+    __slots__ = ("key", "replies", "next")
+
+    def __init__(self, key: str, replies: tuple[tuple[ReplyPart, ...] | BaseException, ...]) -> None:
+        self.key = key
+        self.replies = replies
+        self.next = 0
+
+
+def _replies(replies: Any, where: str) -> tuple[tuple[ReplyPart, ...] | BaseException, ...]:
+    if isinstance(replies, (str, bytes, Mapping)) or not isinstance(replies, Iterable):
+        raise UsageError(f"{where}Scripted takes a list of replies; wrap a single reply in a list: Scripted([...])")
+    return tuple(check_reply(r, f"{where}reply {i}") for i, r in enumerate(replies))
+
+
 class Scripted:
     """Replies with ``replies`` in order, one per request; the stand-in for a model in tests and demos.
 
     Each reply is a string, a part (``Text``, ``Reasoning``, ``ToolCall``, ``Usage``), a sequence of those, or
     an exception instance to raise in place of a response. Tool calls without an id get one. Every request is
     kept in ``requests`` for assertions. Asking for more replies than there are raises ``ScriptExhausted``.
+
+    ``replies`` may instead be a mapping from run paths to lists of replies, to answer each branch of a run
+    from its own script whatever order the branches run in: a request takes the next reply of the script
+    whose key is the longest prefix of ``request.path`` (``""`` is the default script, a prefix of every
+    path). Keys are plain string prefixes, so ``"Vote/sample 1"`` also matches ``"Vote/sample 10/ReAct"``;
+    end a key with ``/`` to stop it at a path segment. A request no key matches raises a ``UsageError``
+    naming its path and the keys. ``used`` and ``remaining`` add up over the scripts.
+
+    When a request asks for several choices (``Options.n`` above 1; ``supports_choices``), the matching
+    script hands out ``n`` replies in order, one per choice; every delta carries its choice's index, the
+    choices' deltas interleave as a real stream's do, and one ``Finish`` per choice ends the stream, in choice
+    order. If one of those replies is an exception, it is raised in place of the whole response.
     """
 
-    def __init__(self, replies: Iterable[Reply], *, chunk_size: int = 16) -> None:
-        if isinstance(replies, (str, bytes)) or not isinstance(replies, Iterable):
-            raise UsageError("Scripted takes a list of replies; wrap a single reply in a list: Scripted([...])")
-        self._replies = tuple(check_reply(r, f"reply {i}") for i, r in enumerate(replies))
+    supports_choices = True  # can return several choices for one request (Options.n)
+
+    def __init__(self, replies: Iterable[Reply] | Mapping[str, Iterable[Reply]], *, chunk_size: int = 16) -> None:
+        if isinstance(replies, Mapping):
+            scripts = []
+            for key, script in replies.items():
+                if not isinstance(key, str):
+                    raise UsageError(f"Scripted takes scripts keyed by run path (a string), got the key {key!r}")
+                scripts.append(_Script(key, _replies(script, f"script {key!r}: ")))
+            # Longest key first: the first that prefixes a path is the one to answer it.
+            self._scripts = tuple(sorted(scripts, key=lambda s: len(s.key), reverse=True))
+            self._keyed = True
+        else:
+            self._scripts = (_Script("", _replies(replies, "")),)
+            self._keyed = False
         _check_chunk_size(chunk_size)
         self._chunk = chunk_size
         self._ids = itertools.count()
-        self._next = 0
         self.requests: list[Request] = []
 
     @property
     def used(self) -> int:
         """How many replies have been handed out."""
-        return self._next
+        return sum(s.next for s in self._scripts)
 
     @property
     def remaining(self) -> int:
-        return len(self._replies) - self._next
+        return sum(len(s.replies) - s.next for s in self._scripts)
 
     def stream(self, request: Request) -> AsyncIterator[Delta]:
-        index = self._next
         self.requests.append(request)
-        if index >= len(self._replies):
-            return _raise(ScriptExhausted(
-                f"Scripted provider ran out of replies: all {len(self._replies)} were used and request "
-                f"{index + 1} asked for another; add replies to the script", used=len(self._replies)))
-        self._next = index + 1
-        reply = self._replies[index]
-        if isinstance(reply, BaseException):
-            return _raise(reply)
-        return _play(reply_deltas(reply, self._ids, self._chunk))
+        script = self._script(request.path)
+        if script is None:
+            keys = ", ".join(repr(s.key) for s in sorted(self._scripts, key=lambda s: s.key)) or "none"
+            return _raise(UsageError(f"Scripted provider has no script for the run path {request.path!r}: no key "
+                                     f"is a prefix of it (keys: {keys}); add one, or a default script under ''"))
+        n = request.options.n or 1
+        index = script.next
+        if index + n > len(script.replies):
+            return _raise(self._exhausted(script, n, request.path))
+        script.next = index + n
+        if n == 1:
+            reply = script.replies[index]
+            if isinstance(reply, BaseException):
+                return _raise(reply)
+            return _play(reply_deltas(reply, self._ids, self._chunk))
+        replies = script.replies[index:index + n]
+        for reply in replies:
+            if isinstance(reply, BaseException):
+                return _raise(reply)
+        return _play(interleave([reply_deltas(r, self._ids, self._chunk, i)  # type: ignore[arg-type]
+                                 for i, r in enumerate(replies)]))
+
+    def _exhausted(self, script: _Script, n: int, path: str) -> ScriptExhausted:
+        total = len(script.replies)
+        named = f"the script {script.key!r} of a Scripted provider" if self._keyed else "Scripted provider"
+        spent = f"all {total} were used" if script.next == total else f"{script.next} of {total} were used"
+        asked = f"{n} (one per choice)" if n > 1 else "another"
+        where = f" (run path {path!r})" if self._keyed else ""
+        return ScriptExhausted(f"{named} ran out of replies: {spent} and request {len(self.requests)}{where} "
+                               f"asked for {asked}; add replies to the script", used=script.next)
+
+    def _script(self, path: str) -> _Script | None:
+        for script in self._scripts:
+            if path.startswith(script.key):
+                return script
+        return None
 
     def __repr__(self) -> str:
-        return f"Scripted(used={self._next}, remaining={self.remaining})"
+        return f"Scripted(used={self.used}, remaining={self.remaining})"
 
 
 class Function:
@@ -88,8 +154,17 @@ class Function:
 
     ``fn`` may be sync or async and return a reply (as for ``Scripted``), or be an async generator that yields
     ``Delta`` values itself for full control of the stream. A function that returns an async iterator of
-    deltas (such as another provider's ``stream(request)``) is streamed from the same way.
+    deltas (such as another provider's ``stream(request)``) is streamed from the same way. ``request.path``
+    says which pattern of a run asked (e.g. ``SelfConsistency/sample 3/ReAct``), so ``fn`` can answer each
+    branch by it.
+
+    When a request asks for several choices (``Options.n`` above 1; ``supports_choices``), ``fn`` is called
+    ``n`` times with the same request, once per choice, one after another. Every delta carries its choice's
+    index (deltas ``fn`` streams itself are re-tagged), the choices' deltas interleave as a real stream's do,
+    and the ``Finish`` deltas come last, in choice order: one per choice when ``fn`` returns replies.
     """
+
+    supports_choices = True  # can return several choices for one request (Options.n)
 
     def __init__(self, fn: ReplyFunction, *, chunk_size: int = 16) -> None:
         if not callable(fn):
@@ -101,6 +176,9 @@ class Function:
         self._ids = itertools.count()
 
     def stream(self, request: Request) -> AsyncIterator[Delta]:
+        n = request.options.n
+        if n is not None and n > 1:
+            return self._choices(request, n)
         if self._gen:
             return self._fn(request)  # type: ignore[return-value]
         return self._respond(request)
@@ -115,9 +193,7 @@ class Function:
                 async for delta in reply:
                     yield delta
             finally:
-                aclose = getattr(reply, "aclose", None)
-                if aclose is not None:
-                    await aclose()
+                await _close(reply)
             return
         if type(reply) is str:
             # The usual reply, streamed as ``reply_deltas`` would stream its Text part, without building it.
@@ -125,14 +201,40 @@ class Function:
                 yield TextDelta(piece)
             yield _STOP
         else:
-            parts = check_reply(reply, f"reply of {getattr(self._fn, '__name__', 'function')}")
-            if isinstance(parts, BaseException):
-                raise parts
-            for delta in reply_deltas(parts, self._ids, self._chunk):
+            for delta in reply_deltas(self._parts(reply), self._ids, self._chunk):
                 yield delta
         if not waited:
             # A sync function never gave the event loop a turn; yield once so a consumer can be cancelled.
             await anyio.lowlevel.checkpoint()
 
+    async def _choices(self, request: Request, n: int) -> AsyncIterator[Delta]:
+        streams: list[list[Delta]] = []
+        for choice in range(n):
+            reply: Any = self._fn(request)
+            if inspect.isawaitable(reply):
+                reply = await reply
+            if isinstance(reply, AsyncIterator):
+                try:
+                    streams.append([attrs.evolve(delta, choice=choice) async for delta in reply])
+                finally:
+                    await _close(reply)
+            else:
+                streams.append(reply_deltas(self._parts(reply), self._ids, self._chunk, choice))
+        for delta in interleave(streams):
+            yield delta
+        await anyio.lowlevel.checkpoint()
+
+    def _parts(self, reply: Any) -> tuple[ReplyPart, ...]:
+        parts = check_reply(reply, f"reply of {getattr(self._fn, '__name__', 'function')}")
+        if isinstance(parts, BaseException):
+            raise parts
+        return parts
+
     def __repr__(self) -> str:
         return f"Function({getattr(self._fn, '__name__', self._fn)!r})"
+
+
+async def _close(stream: Any) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -47,7 +48,16 @@ class OpenAICompatible:
     ``[DONE]``, invalid JSON, an error object mid-stream) raises a ``ProviderError``, never a short answer.
     Unknown fields and named events are ignored, and common deviations of compatible servers are accepted:
     tool calls without an ``index`` or sharing one, arguments sent as an object, usage in several chunks.
+
+    ``Options.n`` above 1 asks for that many choices in one response (``supports_choices``): every delta
+    carries its choice's index, each choice ends with its own ``Finish``, and one ``UsageDelta`` covers the
+    whole response, since the prompt is paid once. ``seed``, ``top_p`` and ``reasoning_effort`` are sent as
+    the API names them, and ``Options.extra`` is merged into the body last. A turn's ``name`` is sent as the
+    message's ``name`` (user, assistant and system messages), with characters the API refuses replaced by
+    ``_`` and cut to 64 characters. ``UsageDelta.model`` is the model the response names.
     """
+
+    supports_choices = True  # can return several choices for one request (Options.n)
 
     def __init__(
         self,
@@ -118,6 +128,16 @@ class OpenAICompatible:
         if opts.output_schema is not None:
             body["response_format"] = {"type": "json_schema", "json_schema": {
                 "name": "output", "schema": plain(opts.output_schema), "strict": self._strict}}
+        if opts.n is not None and opts.n > 1:
+            body["n"] = opts.n
+        if opts.seed is not None:
+            body["seed"] = opts.seed
+        if opts.top_p is not None:
+            body["top_p"] = opts.top_p
+        if opts.reasoning_effort is not None:
+            body["reasoning_effort"] = opts.reasoning_effort
+        if opts.extra:
+            body.update(plain(opts.extra))
         return body
 
     def stream(self, request: Request) -> AsyncIterator[Delta]:
@@ -152,34 +172,25 @@ class OpenAICompatible:
         except httpx.HTTPError as exc:
             raise transport_error(who, exc) from exc
         if chunks.usage is not None:
-            yield UsageDelta(chunks.usage)
-        yield Finish(chunks.finish())
+            yield UsageDelta(chunks.usage, chunks.model)  # the whole response's: the prompt is charged once
+        for finish in chunks.finishes():
+            yield finish
 
     def __repr__(self) -> str:
         return f"OpenAICompatible({self.model!r}, base_url={self.base_url!r})"
 
 
 class _Chunks:
-    """Reads the chunks of one response into deltas, keeping what spans chunks: the finish reason, the usage
-    (a total, so the last report wins) and which tool call each fragment belongs to."""
+    """Reads the chunks of one response into deltas, keeping what spans chunks: the usage (a total, so the last
+    report wins), the model that answered, and per choice its finish reason and tool-call slots."""
 
-    __slots__ = ("who", "usage", "_finish", "_refused", "_slot_of_id", "_id_of_slot", "_moved", "_last", "_next")
+    __slots__ = ("who", "usage", "model", "choices")
 
     def __init__(self, who: str) -> None:
         self.who = who
         self.usage: Usage | None = None
-        self._finish: str | None = None
-        self._refused = False
-        self._slot_of_id: dict[str, int] = {}
-        self._id_of_slot: dict[int, str] = {}
-        self._moved: dict[int, int] = {}  # wire index -> slot, for a second call sent on a used index
-        self._last = 0
-        self._next = 0
-
-    def finish(self) -> str:
-        if self._refused and self._finish in (None, "stop"):
-            return "content_filter"
-        return self._finish or "stop"
+        self.model: str | None = None
+        self.choices: dict[int, _Choice] = {0: _Choice()}
 
     def deltas(self, event: SSEEvent) -> list[Delta]:
         chunk = event.json(self.who)
@@ -196,27 +207,42 @@ class _Chunks:
                 f"({type(exc).__name__}: {exc}): {excerpt(event.data, 200)!r}"
             ) from None
 
+    def finishes(self) -> list[Finish]:
+        """One ``Finish`` per choice seen, in choice order; choice 0 always."""
+        return [Finish(self.choices[i].finish(), i) for i in sorted(self.choices)]
+
     def _read(self, chunk: dict[str, Any]) -> list[Delta]:
         out: list[Delta] = []
         usage = chunk.get("usage")
         if usage:
             self.usage = _usage(usage)
+        model = chunk.get("model")
+        if model and isinstance(model, str):
+            self.model = model
         for choice in chunk.get("choices") or ():
-            if choice.get("index", 0) != 0:
-                continue
+            index = choice.get("index")
+            if type(index) is not int:
+                if index is not None:
+                    raise ValueError(f"a choice index must be a whole number, got {index!r}")
+                index = 0  # servers answering one choice sometimes leave the index out
+            state = self.choices.get(index)
+            if state is None:
+                if index < 0:
+                    raise ValueError(f"a choice index must be a whole number, got {index!r}")
+                state = self.choices[index] = _Choice()
             delta = choice.get("delta") or {}
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if reasoning:
-                out.append(ReasoningDelta(_text(reasoning)))
+                out.append(ReasoningDelta(_text(reasoning), None, index))
             content = delta.get("content")
             if content:
-                out.append(TextDelta(_text(content)))
+                out.append(TextDelta(_text(content), index))
             refusal = delta.get("refusal")
             if refusal:
                 # Structured output puts a refusal here instead of in content; dropping it would leave an
                 # empty answer that looks like success.
-                self._refused = True
-                out.append(TextDelta(_text(refusal)))
+                state.refused = True
+                out.append(TextDelta(_text(refusal), index))
             for call in delta.get("tool_calls") or ():
                 fn = call.get("function") or {}
                 name = fn.get("name") or None
@@ -226,13 +252,34 @@ class _Chunks:
                 elif not isinstance(arguments, str):
                     arguments = json.dumps(arguments)  # some servers send the object itself
                 call_id = call.get("id") or None
-                out.append(ToolCallDelta(self._slot(call.get("index"), call_id), call_id, name, arguments))
+                out.append(ToolCallDelta(state.slot(call.get("index"), call_id), call_id, name, arguments, index))
             reason = choice.get("finish_reason")
             if reason:
-                self._finish = _FINISH.get(reason, reason)
+                state.reason = _FINISH.get(reason, reason)
         return out
 
-    def _slot(self, index: Any, call_id: str | None) -> int:
+
+class _Choice:
+    """What one choice keeps across chunks: its finish reason, whether it refused, and which tool call each
+    fragment belongs to (every choice numbers its calls from 0)."""
+
+    __slots__ = ("reason", "refused", "_slot_of_id", "_id_of_slot", "_moved", "_last", "_next")
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self.refused = False
+        self._slot_of_id: dict[str, int] = {}
+        self._id_of_slot: dict[int, str] = {}
+        self._moved: dict[int, int] = {}  # wire index -> slot, for a second call sent on a used index
+        self._last = 0
+        self._next = 0
+
+    def finish(self) -> str:
+        if self.refused and self.reason in (None, "stop"):
+            return "content_filter"
+        return self.reason or "stop"
+
+    def slot(self, index: Any, call_id: str | None) -> int:
         """The index this fragment's call gets. It is the wire ``index``, except that servers which omit the
         index (or send several calls on one) get a fresh index for every new call id, so calls never merge."""
         if isinstance(index, int) and not isinstance(index, bool):
@@ -337,7 +384,23 @@ def messages(turns: tuple[Turn, ...]) -> list[dict[str, Any]]:
                 ]
             elif message["content"] is None:
                 message["content"] = ""
+            if turn.name is not None:
+                message["name"] = wire_name(turn.name)
             out.append(message)
+        elif turn.name is not None:
+            out.append({"role": role.value, "content": turn.text, "name": wire_name(turn.name)})
         else:
             out.append({"role": role.value, "content": turn.text})
     return out
+
+
+_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+_NOT_NAME = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def wire_name(name: str) -> str:
+    """``name`` as a message ``name`` the API accepts (``^[a-zA-Z0-9_-]{1,64}$``): other characters become
+    ``_`` and it is cut to 64 characters."""
+    if _NAME.fullmatch(name):
+        return name
+    return _NOT_NAME.sub("_", name)[:64] or "_"

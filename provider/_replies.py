@@ -63,29 +63,43 @@ def chunks(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-def reply_deltas(parts: tuple[ReplyPart, ...], ids: itertools.count, chunk: int) -> list[Delta]:
+def reply_deltas(parts: tuple[ReplyPart, ...], ids: itertools.count, chunk: int, choice: int = 0) -> list[Delta]:
     """The deltas a real provider would stream for ``parts``: text in chunks, each tool call as a header
-    delta then its arguments in two fragments, usage, and a ``Finish`` that says whether tools were called."""
+    delta then its arguments in two fragments, usage, and a ``Finish`` that says whether tools were called;
+    every one tagged with ``choice``."""
     deltas: list[Delta] = []
     index = 0
     for part in parts:
         kind = type(part)
         if kind is Text:
-            deltas.extend(TextDelta(piece) for piece in chunks(part.text, chunk))
+            deltas.extend(TextDelta(piece, choice) for piece in chunks(part.text, chunk))
         elif kind is ToolCall:
             call_id = part.id or f"call_{next(ids)}"
             args = part.arguments
             half = len(args) // 2
-            deltas.append(ToolCallDelta(index, call_id, part.name, args[:half]))
+            deltas.append(ToolCallDelta(index, call_id, part.name, args[:half], choice))
             if args[half:]:
-                deltas.append(ToolCallDelta(index, arguments_fragment=args[half:]))
+                deltas.append(ToolCallDelta(index, None, None, args[half:], choice))
             index += 1
         elif kind is Reasoning:
             pieces = chunks(part.text, chunk)
-            deltas.extend(ReasoningDelta(piece) for piece in pieces[:-1])
-            deltas.append(ReasoningDelta(pieces[-1], part.signature))
+            deltas.extend(ReasoningDelta(piece, None, choice) for piece in pieces[:-1])
+            deltas.append(ReasoningDelta(pieces[-1], part.signature, choice))
         else:
-            deltas.append(UsageDelta(part))
-    deltas.append(Finish("tool_calls" if index else "stop"))
+            deltas.append(UsageDelta(part, None, choice))
+    deltas.append(Finish("tool_calls" if index else "stop", choice))
     return deltas
+
+
+def interleave(streams: list[list[Delta]]) -> list[Delta]:
+    """The deltas of several choices as one stream: one delta of each choice in turn, as a real stream mixes
+    them, then every ``Finish`` in choice order."""
+    out: list[Delta] = []
+    finishes: list[Delta] = []
+    pending = [[d for d in stream if type(d) is not Finish] for stream in streams]
+    for stream in streams:
+        finishes.extend(d for d in stream if type(d) is Finish)
+    for row in itertools.zip_longest(*pending):
+        out.extend(d for d in row if d is not None)
+    return out + finishes
 

@@ -87,3 +87,89 @@ def test_merge_none_or_empty_returns_self() -> None:
 def test_request_defaults() -> None:
     request = Request(())
     assert request.tools == () and request.options == Options()
+
+
+# -- sampling options and provider extras ----------------------------------------------------------------------
+
+
+def test_sampling_options() -> None:
+    options = Options(n=5, seed=-3, top_p=0.9, reasoning_effort="medium", extra={"top_k": 40})
+    assert (options.n, options.seed, options.top_p, options.reasoning_effort) == (5, -3, 0.9, "medium")
+    assert options.extra == {"top_k": 40}
+    assert Options(top_p=1).top_p == 1 and Options(n=1).n == 1 and Options(seed=0).seed == 0
+    for effort in ("minimal", "low", "medium", "high"):
+        assert Options(reasoning_effort=effort).reasoning_effort == effort
+
+
+@pytest.mark.parametrize("value", [0, -1, 2.0, "3", True])
+def test_n_must_be_an_integer_of_at_least_1(value: Any) -> None:
+    with pytest.raises(UsageError, match="n .*must be an integer of at least 1"):
+        Options(n=value)
+
+
+@pytest.mark.parametrize("value", [1.5, "7", True, [1]])
+def test_seed_must_be_an_integer(value: Any) -> None:
+    with pytest.raises(UsageError, match="seed must be an integer"):
+        Options(seed=value)
+
+
+@pytest.mark.parametrize("value", [0, -0.1, 1.01, "0.9", True, float("nan")])
+def test_top_p_must_be_above_0_and_at_most_1(value: Any) -> None:
+    with pytest.raises(UsageError, match="top_p must be a number above 0 and at most 1"):
+        Options(top_p=value)
+
+
+@pytest.mark.parametrize("value", ["max", "HIGH", "", 1, ["low"]])
+def test_reasoning_effort_must_be_a_known_level(value: Any) -> None:
+    with pytest.raises(UsageError, match="reasoning_effort must be one of 'minimal', 'low', 'medium', 'high'"):
+        Options(reasoning_effort=value)
+
+
+@pytest.mark.parametrize(("value", "complaint"), [
+    ([("top_k", 1)], "extra must be a mapping"),
+    ("top_k=1", "extra must be a mapping"),
+    ({1: "x"}, "keyed by body field names"),
+    ({"": "x"}, "keyed by body field names"),
+])
+def test_extra_must_be_a_mapping_of_field_names(value: Any, complaint: str) -> None:
+    with pytest.raises(UsageError, match=complaint):
+        Options(extra=value)
+
+
+def test_extra_is_a_read_only_copy() -> None:
+    source = {"top_k": 40}
+    options = Options(extra=source)
+    source["top_k"] = 1
+    assert options.extra == {"top_k": 40}
+    with pytest.raises(TypeError):
+        options.extra["top_k"] = 2  # type: ignore[index]
+
+
+def test_options_with_different_extras_differ_and_stay_hashable() -> None:
+    a = Options(extra={"top_k": 40})
+    assert a == Options(extra={"top_k": 40})
+    assert a != Options(extra={"top_k": 41}) and a != Options()
+    assert hash(a) == hash(Options(extra={"top_k": 40}))
+    assert hash(Options(n=2, seed=1, top_p=0.5, reasoning_effort="low")) == hash(
+        Options(n=2, seed=1, top_p=0.5, reasoning_effort="low"))
+    assert Options(seed=1) != Options(seed=2)
+
+
+def test_merge_takes_every_sampling_option_the_override_sets() -> None:
+    defaults = Options(model="m", n=2, seed=1, top_p=0.5, reasoning_effort="low", extra={"a": 1})
+    merged = defaults.merge(Options(n=4, reasoning_effort="high"))
+    assert merged == Options(model="m", n=4, seed=1, top_p=0.5, reasoning_effort="high", extra={"a": 1})
+
+
+def test_merge_replaces_extra_whole() -> None:
+    defaults = Options(extra={"a": 1, "b": 2})
+    assert defaults.merge(Options(extra={"b": 3})).extra == {"b": 3}  # not merged key by key
+    assert defaults.merge(Options(extra={})).extra == {}  # an empty mapping clears it
+    assert defaults.merge(Options(temperature=0.1)).extra == {"a": 1, "b": 2}
+
+
+def test_request_carries_the_run_path_last() -> None:
+    assert Request(()).path == ""
+    request = Request((), (), Options(), "SelfConsistency/sample 3/ReAct")
+    assert request.path == "SelfConsistency/sample 3/ReAct"
+    assert [f.name for f in attrs.fields(Request)][-1] == "path"

@@ -126,3 +126,43 @@ def test_turn_dict_round_trip_keeps_every_part_and_meta() -> None:
 
 def test_turn_without_meta_writes_no_meta_key() -> None:
     assert "meta" not in Turn(Role.USER, (Text("x"),)).to_dict()
+
+
+# -- speaker names ---------------------------------------------------------------------------------------------
+
+
+def test_a_turn_has_no_name_unless_given_and_meta_stays_the_third_argument() -> None:
+    turn = Turn(Role.USER, (Text("hi"),), {"at": 1})
+    assert turn.name is None and turn.meta == {"at": 1}
+    named = Turn(Role.USER, (Text("hi"),), {"at": 1}, "alice")
+    assert named.name == "alice" and named == Turn(Role.USER, (Text("hi"),), name="alice")
+
+
+def test_the_name_takes_part_in_equality_and_hashing_but_meta_does_not() -> None:
+    alice = Turn(Role.USER, (Text("hi"),), name="alice")
+    assert alice != Turn(Role.USER, (Text("hi"),), name="bob")
+    assert alice != Turn(Role.USER, (Text("hi"),))
+    assert alice == Turn(Role.USER, (Text("hi"),), {"different": "meta"}, "alice")
+    assert hash(alice) == hash(Turn(Role.USER, (Text("hi"),), name="alice"))
+    assert attrs.evolve(alice, name=None) == Turn(Role.USER, (Text("hi"),))
+
+
+@pytest.mark.parametrize("bad", ["", 7, b"alice", ["alice"]])
+def test_a_name_must_be_a_non_empty_string(bad: object) -> None:
+    with pytest.raises(UsageError, match="name must be a non-empty string"):
+        Turn(Role.USER, (), name=bad)  # type: ignore[arg-type]
+
+
+def test_the_name_round_trips_and_is_written_only_when_set() -> None:
+    named = Turn(Role.ASSISTANT, (Text("Noted."),), {"finish_reason": "stop"}, "critic")
+    data = named.to_dict()
+    assert data["name"] == "critic"
+    assert Turn.from_dict(data) == named and Turn.from_dict(data).name == "critic"
+    assert "name" not in Turn(Role.USER, (Text("x"),)).to_dict()
+    assert Turn.from_dict({"role": "user", "parts": []}).name is None
+
+
+@pytest.mark.parametrize("bad", [3, "", ["a"], {"n": 1}])
+def test_from_dict_type_checks_the_name(bad: object) -> None:
+    with pytest.raises(UsageError, match=r"turn 4: 'name' must be a non-empty string"):
+        Turn.from_dict({"role": "user", "parts": [], "name": bad}, where="turn 4")

@@ -551,3 +551,113 @@ async def test_recording_and_replay_keep_the_provider_contract(tmp_path: Path) -
     for _ in range(10):
         await collect(recording, request)
     await check_provider(lambda: Replay(answers))
+
+
+# -- choices, the answering model, sampling options and run paths ---------------------------------------------
+
+CHOICE_DELTAS = [
+    TextDelta("a", 0),
+    ReasoningDelta("hmm", "sig", 2),
+    TextDelta("b", 1),
+    ToolCallDelta(0, "call_1", "add", "{}", 1),
+    UsageDelta(Usage(10, 6), "gpt-4o-mini-2024-07-18"),
+    UsageDelta(Usage(1, 1), None, 2),
+    Finish("stop", 0),
+    Finish("tool_calls", 1),
+    Finish("length", 2),
+]
+
+
+async def test_choices_and_the_answering_model_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+
+    async def choices(request: Request) -> AsyncIterator[Any]:
+        for delta in CHOICE_DELTAS:
+            yield delta
+
+    assert await collect(Recording(Function(choices), path), REQUEST) == CHOICE_DELTAS
+    stored = lines(path)[0]["deltas"]
+    # Defaults are left out, so one-choice cassettes read as they always did.
+    assert stored[0] == {"type": "text", "text": "a"}
+    assert stored[2] == {"type": "text", "text": "b", "choice": 1}
+    assert stored[4] == {"type": "usage", "usage": {"input_tokens": 10, "output_tokens": 6, "cache_read_tokens": 0,
+                                                    "cache_write_tokens": 0}, "model": "gpt-4o-mini-2024-07-18"}
+    assert await collect(Replay(path), REQUEST) == CHOICE_DELTAS
+
+
+async def test_a_cassette_written_before_choices_and_models_still_loads(tmp_path: Path) -> None:
+    path = tmp_path / "old.jsonl"
+    entry = {"request": {"turns": [{"role": "user", "parts": [{"type": "text", "text": "hi"}]}], "tools": [],
+                         "options": {}},
+             "deltas": [{"type": "text", "text": "hello"}, {"type": "usage", "usage": {"input_tokens": 3}},
+                        {"type": "finish", "reason": "stop"}]}
+    path.write_text(json.dumps(entry) + "\n", encoding="utf-8")
+    assert await collect(Replay(path), REQUEST) == [TextDelta("hello"), UsageDelta(Usage(3)), Finish("stop")]
+
+
+@pytest.mark.parametrize(("delta", "complaint"), [
+    ({"type": "text", "text": "a", "choice": "1"}, "text.choice has the wrong type"),
+    ({"type": "finish", "reason": "stop", "choice": -1}, "finish.choice must not be negative"),
+    ({"type": "usage", "usage": {}, "model": 5}, "usage.model has the wrong type"),
+])
+async def test_bad_choice_and_model_fields_are_named(tmp_path: Path, delta: dict[str, Any], complaint: str) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps({"request": {}, "deltas": [delta]}) + "\n", encoding="utf-8")
+    with pytest.raises(UsageError, match=complaint):
+        Replay(path)
+
+
+SAMPLED = attrs.evolve(REQUEST, options=Options(n=3, seed=7, top_p=0.9, reasoning_effort="high",
+                                                extra=MappingProxyType({"logit_bias": {"1": -5}})))
+
+
+async def test_sampling_options_are_part_of_the_request_but_the_run_path_is_not(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    await collect(Recording(Scripted(["a", "b", "c"]), path), attrs.evolve(SAMPLED, path="Vote/samples"))
+    stored = lines(path)[0]["request"]
+    assert stored["options"] == {"n": 3, "seed": 7, "top_p": 0.9, "reasoning_effort": "high",
+                                 "extra": {"logit_bias": {"1": -5}}}
+    assert "path" not in stored
+    # Replayed from another place in a run: the path is not what the model saw, so it does not matter.
+    replayed = await collect(Replay(path), attrs.evolve(SAMPLED, path="Elsewhere/ReAct"))
+    assert [d.choice for d in replayed if type(d) is Finish] == [0, 1, 2]
+
+
+@pytest.mark.parametrize(("options", "where"), [
+    (Options(seed=8), "at request.options.seed"),
+    (Options(top_p=0.5), "at request.options.top_p"),
+    (Options(extra={"logit_bias": {"1": -6}}), "at request.options.extra.logit_bias.1"),
+    (Options(n=2), "at request.options.n"),
+])
+async def test_a_changed_sampling_option_is_named_in_the_mismatch(tmp_path: Path, options: Options,
+                                                                  where: str) -> None:
+    path = tmp_path / "c.jsonl"
+    await collect(Recording(Scripted(["a", "b", "c"]), path), SAMPLED)
+    with pytest.raises(CassetteMismatch) as caught:
+        await collect(Replay(path), attrs.evolve(SAMPLED, options=SAMPLED.options.merge(options)))
+    assert where in str(caught.value)
+
+
+async def test_a_speakers_name_is_part_of_the_request(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    named = Request((Turn(Role.USER, (Text("hi"),), name="alice"),))
+    await collect(Recording(Scripted(["ok"]), path), named)
+    assert lines(path)[0]["request"]["turns"][0]["name"] == "alice"
+    with pytest.raises(CassetteMismatch, match=r"at request\.turns\[0\]\.name"):
+        await collect(Replay(path), Request((Turn(Role.USER, (Text("hi"),), name="bob"),)))
+
+
+async def test_several_choices_are_supported_by_a_recording_or_replay_exactly_where_they_can_be(
+    tmp_path: Path,
+) -> None:
+    class OneChoice:
+        def stream(self, request: Request) -> AsyncIterator[Any]:
+            return Scripted(["x"]).stream(request)
+
+    plain, sampled = tmp_path / "plain.jsonl", tmp_path / "sampled.jsonl"
+    assert Recording(Scripted(["a"]), plain).supports_choices is True
+    assert Recording(OneChoice(), plain).supports_choices is False
+    await collect(Recording(Scripted(["a"]), plain), REQUEST)
+    await collect(Recording(Scripted(["a", "b", "c"]), sampled), SAMPLED)
+    assert Replay(plain).supports_choices is False
+    assert Replay(sampled).supports_choices is True

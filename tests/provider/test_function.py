@@ -152,3 +152,77 @@ def test_repr_names_the_function() -> None:
         return "x"
 
     assert repr(Function(my_model)) == "Function('my_model')"
+
+
+# -- run paths and several choices ------------------------------------------------------------------------------
+
+
+async def test_the_function_sees_the_run_path_of_the_request() -> None:
+    p = Function(lambda request: "sample" if "sample" in request.path else "main")
+    assert await collect(p, Request(REQUEST.turns, path="SelfConsistency/sample 3/ReAct")) == [
+        TextDelta("sample"), Finish("stop")]
+    assert await collect(p) == [TextDelta("main"), Finish("stop")]
+
+
+async def test_several_choices_call_the_function_once_per_choice_with_the_same_request() -> None:
+    seen: list[Request] = []
+
+    def reply(request: Request) -> Any:
+        seen.append(request)
+        if len(seen) == 2:
+            return ["answer 2", tool_call("clock", id="c2")]
+        return f"answer {len(seen)}"
+
+    p = Function(reply, chunk_size=4)
+    assert getattr(p, "supports_choices", False) is True
+    request = Request(REQUEST.turns, options=Options(n=3))
+    deltas = await collect(p, request)
+    assert seen == [request] * 3
+    # Interleaved one delta of each choice at a time, then one Finish per choice in choice order.
+    assert deltas == [
+        TextDelta("answ", 0), TextDelta("answ", 1), TextDelta("answ", 2),
+        TextDelta("er 1", 0), TextDelta("er 2", 1), TextDelta("er 3", 2),
+        ToolCallDelta(0, "c2", "clock", "{", 1), ToolCallDelta(0, None, None, "}", 1),
+        Finish("stop", 0), Finish("tool_calls", 1), Finish("stop", 2),
+    ]
+
+
+async def test_several_choices_of_an_async_function() -> None:
+    count = 0
+
+    async def reply(request: Request) -> str:
+        nonlocal count
+        count += 1
+        await anyio.lowlevel.checkpoint()
+        return f"#{count}"
+
+    deltas = await collect(Function(reply), Request(REQUEST.turns, options=Options(n=2)))
+    assert deltas == [TextDelta("#1", 0), TextDelta("#2", 1), Finish("stop", 0), Finish("stop", 1)]
+
+
+async def test_deltas_a_function_streams_itself_are_tagged_with_their_choice() -> None:
+    async def stream(request: Request) -> AsyncIterator[Delta]:
+        yield TextDelta("a")
+        yield UsageDelta(Usage(3, 1), "m-1")
+        yield Finish("length")
+
+    deltas = await collect(Function(stream), Request(REQUEST.turns, options=Options(n=2)))
+    assert deltas == [TextDelta("a", 0), TextDelta("a", 1), UsageDelta(Usage(3, 1), "m-1", 0),
+                      UsageDelta(Usage(3, 1), "m-1", 1), Finish("length", 0), Finish("length", 1)]
+
+
+async def test_one_choice_asked_is_the_plain_stream() -> None:
+    p = Function(lambda request: "x")
+    assert await collect(p, Request(REQUEST.turns, options=Options(n=1))) == [TextDelta("x"), Finish("stop")]
+
+
+async def test_an_exception_in_any_choice_propagates() -> None:
+    calls = 0
+
+    def reply(request: Request) -> Any:
+        nonlocal calls
+        calls += 1
+        return ProviderError("second failed", status=500) if calls == 2 else "fine"
+
+    with pytest.raises(ProviderError, match="second failed"):
+        await collect(Function(reply), Request(REQUEST.turns, options=Options(n=3)))

@@ -239,3 +239,96 @@ async def test_a_step_turn_raises_the_scripted_exception() -> None:
     step = Step(Scripted([ProviderError("boom", status=500)]))
     with pytest.raises(ProviderError, match="boom"):
         await step.turn(State().append(Role.USER, Text("hi")))
+
+
+# -- scripts per run path ------------------------------------------------------------------------------------
+
+
+def at(path: str, n: int | None = None) -> Request:
+    return Request((Turn(Role.USER, (Text("q"),)),), options=Options(n=n), path=path)
+
+
+async def test_each_request_takes_its_reply_from_the_longest_matching_key() -> None:
+    p = Scripted({
+        "": ["main 1", "main 2"],
+        "Vote/sample 1/": ["s1 a", "s1 b"],
+        "Vote/sample 2/": ["s2 a"],
+        "Vote/": ["vote"],
+    })
+    # Whatever order the branches ask in, each gets its own script's next reply.
+    order = ["Vote/sample 2/ReAct", "Vote/sample 1/ReAct", "WithBudget/ReAct", "Vote/sample 1/ReAct", "Vote/judge",
+             ""]
+    texts = [(await collect(p, at(path)))[0].text for path in order]
+    assert texts == ["s2 a", "s1 a", "main 1", "s1 b", "vote", "main 2"]
+    assert (p.used, p.remaining) == (6, 0)
+    assert [r.path for r in p.requests] == order
+
+
+async def test_keys_are_plain_string_prefixes() -> None:
+    p = Scripted({"Vote/sample 1": ["one"], "Vote/sample 10": ["ten"]})
+    assert (await collect(p, at("Vote/sample 10/ReAct")))[0] == TextDelta("ten")
+    assert (await collect(p, at("Vote/sample 1/ReAct")))[0] == TextDelta("one")
+
+
+async def test_a_path_no_key_matches_is_a_usage_error_naming_the_path_and_the_keys() -> None:
+    p = Scripted({"Vote/sample 1/": ["a"], "Vote/sample 2/": ["b"]})
+    with pytest.raises(UsageError, match=r"run path 'Other/ReAct'.*keys: 'Vote/sample 1/', 'Vote/sample 2/'"):
+        await collect(p, at("Other/ReAct"))
+    assert p.used == 0 and len(p.requests) == 1
+
+
+async def test_running_out_names_the_script() -> None:
+    p = Scripted({"": ["main"], "Vote/": ["v"]})
+    await collect(p, at("Vote/sample 1"))
+    with pytest.raises(ScriptExhausted, match=r"script 'Vote/'.*all 1 were used.*run path 'Vote/sample 2'") as caught:
+        await collect(p, at("Vote/sample 2"))
+    assert caught.value.used == 1
+    assert (p.used, p.remaining) == (1, 1)
+
+
+def test_a_list_is_the_default_script() -> None:
+    assert Scripted(["a", "b"]).remaining == 2
+    with pytest.raises(UsageError, match=r"script 'x': reply 1"):
+        Scripted({"x": ["ok", 42]})
+    with pytest.raises(UsageError, match="list of replies"):
+        Scripted({"x": "not a list"})
+    with pytest.raises(UsageError, match="keyed by run path"):
+        Scripted({3: ["a"]})
+
+
+# -- several choices -----------------------------------------------------------------------------------------
+
+
+async def test_several_choices_take_n_replies_in_order_each_tagged_with_its_choice() -> None:
+    p = Scripted([["first", Usage(5, 1)], tool_call("add", {"a": 1}, id="c1"), "third", "left over"])
+    assert getattr(p, "supports_choices", False) is True
+    deltas = await collect(p, at("", n=3))
+    args = '{"a": 1}'
+    assert deltas == [
+        TextDelta("first", 0), ToolCallDelta(0, "c1", "add", args[:4], 1), TextDelta("third", 2),
+        UsageDelta(Usage(5, 1), None, 0), ToolCallDelta(0, None, None, args[4:], 1),
+        Finish("stop", 0), Finish("tool_calls", 1), Finish("stop", 2),
+    ]
+    assert (p.used, p.remaining) == (3, 1)
+    assert await collect(p, at("")) == [TextDelta("left over"), Finish("stop")]
+
+
+async def test_several_choices_from_a_path_script() -> None:
+    p = Scripted({"": ["main"], "Vote/": ["a", "b"]})
+    deltas = await collect(p, at("Vote/samples", n=2))
+    assert [(d.text, d.choice) for d in deltas if type(d) is TextDelta] == [("a", 0), ("b", 1)]
+
+
+async def test_too_few_replies_for_the_choices_raise_without_using_any() -> None:
+    p = Scripted(["a", "b"])
+    with pytest.raises(ScriptExhausted, match=r"0 of 2 were used.*asked for 3 \(one per choice\)"):
+        await collect(p, at("", n=3))
+    assert p.remaining == 2
+
+
+async def test_an_exception_among_the_choices_is_raised_in_place_of_the_response() -> None:
+    error = ProviderError("overloaded", status=529)
+    p = Scripted(["a", error, "c"])
+    with pytest.raises(ProviderError) as caught:
+        await collect(p, at("", n=3))
+    assert caught.value is error and p.used == 3

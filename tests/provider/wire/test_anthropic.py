@@ -27,6 +27,7 @@ from loop import (
 from provider.testing import check_provider
 from tests.provider.wire.anthropic_setup import (
     ASK,
+    MODEL,
     REQUEST,
     START,
     anthropic,
@@ -38,7 +39,7 @@ from tests.provider.wire.anthropic_setup import (
 from tests.provider.wire.server import WireServer
 
 HELLO = "Hello! ¿Qué tal? ☀"
-TEXT_DELTAS = [TextDelta("Hello"), TextDelta("! ¿Qué tal? ☀"), UsageDelta(Usage(25, 15)), Finish("stop")]
+TEXT_DELTAS = [TextDelta("Hello"), TextDelta("! ¿Qué tal? ☀"), UsageDelta(Usage(25, 15), MODEL), Finish("stop")]
 
 SF_CALL = ToolCall("toolu_01T1x1fJ34qAmk2tNTrN7Up6", "get_weather",
                    '{"location": "San Francisco, CA", "unit": "fahrenheit"}')
@@ -91,7 +92,7 @@ async def test_a_tool_use_stream_gives_the_call_in_fragments_and_counts_cached_i
         ToolCallDelta(1, SF_CALL.id, "get_weather", ""),
         *(ToolCallDelta(1, arguments_fragment=f) for f in fragments),
         # 472 fresh + 2000 read from the cache + 100 written to it
-        UsageDelta(Usage(2572, 89, cache_read_tokens=2000, cache_write_tokens=100)),
+        UsageDelta(Usage(2572, 89, cache_read_tokens=2000, cache_write_tokens=100), MODEL),
         Finish("tool_calls"),
     ]
 
@@ -119,7 +120,7 @@ async def test_thinking_comes_first_with_its_signature_then_text_then_the_call(w
             ToolCallDelta(2, PARIS_CALL.id, "get_weather", ""),
             ToolCallDelta(2, arguments_fragment='{"location": "Par'),
             ToolCallDelta(2, arguments_fragment='is, France"}'),
-            UsageDelta(Usage(512, 112)),
+            UsageDelta(Usage(512, 112), MODEL),
             Finish("tool_calls"),
         ]
         wire.reply(stream("thinking_tool_use"))
@@ -139,7 +140,7 @@ async def test_two_parallel_calls_each_keep_their_own_id_name_and_arguments(wire
             ToolCallDelta(2, TIME_CALL.id, "get_time", ""),
             ToolCallDelta(2, arguments_fragment='{"timezone": '),
             ToolCallDelta(2, arguments_fragment='"Europe/Paris"}'),
-            UsageDelta(Usage(630, 141)),
+            UsageDelta(Usage(630, 141), MODEL),
             Finish("tool_calls"),
         ]
         wire.reply(stream("parallel_tools"))
@@ -159,7 +160,7 @@ async def test_structured_output_is_a_forced_tool_whose_input_arrives_as_text(wi
         wire.reply(stream("structured_output"))
         state = await Step(provider, tools=[get_weather]).turn(START, options)
     assert deltas == [TextDelta('{"verdict": "pa'), TextDelta('ss", "score": 0.9'), TextDelta("}"),
-                      UsageDelta(Usage(388, 31)), Finish("stop")]
+                      UsageDelta(Usage(388, 31), MODEL), Finish("stop")]
     body = wire.requests[0].json()
     assert body["tools"] == [{"name": "structured_output", "description": "Give the final answer in the required "
                               "structure.", "input_schema": VERDICT}]
@@ -184,7 +185,7 @@ async def test_input_usage_repeated_in_message_delta_replaces_the_first_count(wi
     final = b'"usage": {"input_tokens": 30, "cache_read_input_tokens": 10, "output_tokens": 15}'
     wire.reply(stream("text").replace(b'"usage": {"output_tokens": 15}', final))
     async with anthropic(wire) as provider:
-        assert (await collect(provider))[-2] == UsageDelta(Usage(40, 15, cache_read_tokens=10))
+        assert (await collect(provider))[-2] == UsageDelta(Usage(40, 15, cache_read_tokens=10), MODEL)
 
 
 # -- what goes back on the next request -----------------------------------------------------------------------

@@ -36,6 +36,7 @@ from loop.errors import (
     StreamError,
 )
 from tests.provider.wire.anthropic_setup import (
+    MODEL,
     REQUEST,
     START,
     anthropic,
@@ -190,7 +191,7 @@ async def test_invalid_json_is_a_stream_error_naming_where_it_is(wire: WireServe
 async def test_an_unknown_event_type_is_ignored(wire: WireServer) -> None:
     wire.reply(stream("unknown_event"))
     async with anthropic(wire) as provider:
-        assert await collect(provider) == [TextDelta("Hello"), TextDelta("!"), UsageDelta(Usage(25, 15)),
+        assert await collect(provider) == [TextDelta("Hello"), TextDelta("!"), UsageDelta(Usage(25, 15), MODEL),
                                            Finish("stop")]
         wire.reply(stream("unknown_event"))
         state = await Step(provider).turn(START)

@@ -31,10 +31,11 @@ from loop import (
 )
 from provider._http import SSEEvent, sse_stream
 from provider.testing import check_provider
-from tests.provider.wire.openai_client import TOOLS, ask, chunk, collect, connect, sse, text_reply
+from tests.provider.wire.openai_client import MODEL, TOOLS, ask, chunk, collect, connect, sse, text_reply
 from tests.provider.wire.server import WireServer, fixture
 
 CALL = "call_DdmO9pD3xa9XTPNJ32zg2hcA"
+ANSWERED = "gpt-4o-mini-2024-07-18"  # the model the recorded responses name
 P0, P1, P2 = "call_uN3Nq5pAbAAAbQgxSIWj1Ucy", "call_7Xp0bNa4ZxVhGrMMAeU0xI3c", "call_fQk9BEdJ1y2mnqh8UKq5SwYZ"
 TEXT = ["Hello", "!", " How", " can", " I", " help", " you", " today", "?", " ☕", " Café"]
 WEATHER_ARGS = ['{"', "location", '":"', "Paris", ",", " France", '","', "unit", '":"', "c", "elsius", '"}']
@@ -51,7 +52,7 @@ EXPECTED: dict[str, tuple[list[Any], tuple[Any, ...], str]] = {
     "text": ([*map(TextDelta, TEXT), Finish("stop")], (Text("".join(TEXT)),), "stop"),
     "tool_call": (
         [ToolCallDelta(0, CALL, "get_weather", ""), *(ToolCallDelta(0, None, None, a) for a in WEATHER_ARGS),
-         UsageDelta(Usage(82, 18)), Finish("tool_calls")],
+         UsageDelta(Usage(82, 18), ANSWERED), Finish("tool_calls")],
         (ToolCall(CALL, "get_weather", '{"location":"Paris, France","unit":"celsius"}'), Usage(82, 18)),
         "tool_calls",
     ),
@@ -60,30 +61,32 @@ EXPECTED: dict[str, tuple[list[Any], tuple[Any, ...], str]] = {
          ToolCallDelta(1, P1, "get_weather", ""), ToolCallDelta(0, None, None, ' "Paris"}'),
          ToolCallDelta(1, None, None, '{"location": "To'), ToolCallDelta(2, P2, "get_time", ""),
          ToolCallDelta(2, None, None, '{"timezone": '), ToolCallDelta(1, None, None, 'kyo"}'),
-         ToolCallDelta(2, None, None, '"Asia/Tokyo"}'), UsageDelta(Usage(140, 73)), Finish("tool_calls")],
+         ToolCallDelta(2, None, None, '"Asia/Tokyo"}'), UsageDelta(Usage(140, 73), ANSWERED),
+         Finish("tool_calls")],
         (ToolCall(P0, "get_weather", '{"location": "Paris"}'), ToolCall(P1, "get_weather", '{"location": "Tokyo"}'),
          ToolCall(P2, "get_time", '{"timezone": "Asia/Tokyo"}'), Usage(140, 73)),
         "tool_calls",
     ),
     "usage": (
         [TextDelta("Cached"), TextDelta(" prompt"), TextDelta(" hit."),
-         UsageDelta(Usage(2006, 300, cache_read_tokens=1920)), Finish("stop")],
+         UsageDelta(Usage(2006, 300, cache_read_tokens=1920), ANSWERED), Finish("stop")],
         (Text("Cached prompt hit."), Usage(2006, 300, cache_read_tokens=1920)),
         "stop",
     ),
     "structured_output": (
-        [*map(TextDelta, JSON_PIECES), UsageDelta(Usage(95, 17)), Finish("stop")],
+        [*map(TextDelta, JSON_PIECES), UsageDelta(Usage(95, 17), ANSWERED), Finish("stop")],
         (Text("".join(JSON_PIECES)), Usage(95, 17)),
         "stop",
     ),
     "reasoning": (
-        [*map(ReasoningDelta, REASONING), *map(TextDelta, ANSWER), UsageDelta(Usage(14, 64)), Finish("stop")],
+        [*map(ReasoningDelta, REASONING), *map(TextDelta, ANSWER), UsageDelta(Usage(14, 64), "deepseek-reasoner"),
+         Finish("stop")],
         (Reasoning("".join(REASONING)), Text("".join(ANSWER)), Usage(14, 64)),
         "stop",
     ),
     # Comments, id/retry fields, named events (one not even JSON), vendor and future fields: all ignored.
     "fault_unknown_fields": (
-        [TextDelta("Known"), TextDelta(" fields"), UsageDelta(Usage(21, 2)), Finish("stop")],
+        [TextDelta("Known"), TextDelta(" fields"), UsageDelta(Usage(21, 2), ANSWERED), Finish("stop")],
         (Text("Known fields"), Usage(21, 2)),
         "stop",
     ),
@@ -267,7 +270,7 @@ async def test_usage_reported_in_several_chunks_counts_once(wire: WireServer) ->
                    chunk(finish="stop", usage=usage(9, 3))))
     async with connect(wire) as provider:
         deltas = await collect(provider)
-    assert deltas == [TextDelta("a"), TextDelta("b"), UsageDelta(Usage(9, 3)), Finish("stop")]
+    assert deltas == [TextDelta("a"), TextDelta("b"), UsageDelta(Usage(9, 3), MODEL), Finish("stop")]
 
 
 # -- a whole ReAct run --------------------------------------------------------------------------------------

@@ -157,7 +157,8 @@ async def test_retry_honours_retry_after(wire: WireServer, fake_sleep: FakeSleep
     wire.reply(fixture("openai/usage.sse"))
     async with connect(wire) as p:
         deltas = await collect(Retry(p, sleep=fake_sleep))
-    assert deltas[-2:] == [UsageDelta(Usage(2006, 300, cache_read_tokens=1920)), Finish("stop")]
+    usage = UsageDelta(Usage(2006, 300, cache_read_tokens=1920), "gpt-4o-mini-2024-07-18")
+    assert deltas[-2:] == [usage, Finish("stop")]
     assert fake_sleep.waits == [3.0, 1.5] and len(wire.requests) == 3
 
 
