@@ -1,5 +1,6 @@
 """Reasoning patterns: stateless values that turn a ``State`` into a new ``State``, and wrappers around them."""
 
+from cognitive._budget import WithBudget
 from cognitive._code_action import CodeAction
 from cognitive._pattern import Factory, Pattern, TurnProcessor, new_turn_processor
 from cognitive._react import ReAct, SingleShot, react_factory
@@ -12,6 +13,7 @@ __all__ = [
     "ReAct",
     "SingleShot",
     "TurnProcessor",
+    "WithBudget",
     "WithVerification",
     "new_turn_processor",
     "react_factory",

@@ -4,8 +4,10 @@
 """
 
 from loop._events import (
+    BudgetReport,
     EventBus,
     EventsDropped,
+    Stamped,
     Subscription,
     ToolFinished,
     ToolStarted,
@@ -47,6 +49,7 @@ from loop.errors import LoopError, UsageError
 __all__ = [
     "BranchResult",
     "Budget",
+    "BudgetReport",
     "Carried",
     "Delta",
     "EventBus",
@@ -68,6 +71,7 @@ __all__ = [
     "Role",
     "RunScope",
     "Spent",
+    "Stamped",
     "State",
     "Step",
     "Subscription",

@@ -25,7 +25,7 @@ class Accumulator:
     """Collects deltas in stream order: runs of text or reasoning merge into one part each, tool call
     fragments gather by ``index`` (calls may interleave), usages add up, and the last ``Finish`` wins."""
 
-    __slots__ = ("_blocks", "_calls", "_usage", "finish")
+    __slots__ = ("_blocks", "_calls", "_usage", "finish", "model")
 
     def __init__(self) -> None:
         # Each block is [kind, payload]: ["text", [fragments]], ["reasoning", [fragments], signature],
@@ -34,6 +34,7 @@ class Accumulator:
         self._calls: dict[int, _Call] = {}
         self._usage: Usage | None = None
         self.finish: str | None = None
+        self.model: str | None = None  # the model that answered, when the provider names it
 
     def add(self, delta: Any) -> None:
         kind = type(delta)
@@ -63,6 +64,8 @@ class Accumulator:
                 blocks.append(["reasoning", [delta.text], delta.signature])
         elif kind is UsageDelta:
             self._usage = delta.usage if self._usage is None else self._usage + delta.usage
+            if delta.model:
+                self.model = delta.model
         elif kind is Finish:
             self.finish = delta.reason
         else:
@@ -82,7 +85,7 @@ class Accumulator:
                 parts.append(ToolCall(call.id or f"call_{uuid.uuid4().hex[:16]}", call.name or "", "".join(call.fragments)))
         if self._usage is not None:
             parts.append(self._usage)
-        return Turn(Role.ASSISTANT, parts, _meta(self.finish, model))
+        return Turn(Role.ASSISTANT, parts, _meta(self.finish, self.model or model))
 
 
 _METAS: dict[tuple[str | None, str | None], Any] = {(None, None): EMPTY}

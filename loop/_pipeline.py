@@ -108,18 +108,17 @@ class ToolPipeline:
         if bus.has_subscribers:
             bus.publish(ToolStarted(call))
         started = time.perf_counter()
-        with branch(f"tool:{call.name or '?'}#{call.id}"):
-            if tracer is None:
+        if tracer is None:
+            result = await self._call(call, disabled)
+        else:
+            with tracing.start(tracer, f"execute_tool {call.name}", {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": call.name,
+                "gen_ai.tool.call.id": call.id,
+            }) as span:
                 result = await self._call(call, disabled)
-            else:
-                with tracing.start(tracer, f"execute_tool {call.name}", {
-                    "gen_ai.operation.name": "execute_tool",
-                    "gen_ai.tool.name": call.name,
-                    "gen_ai.tool.call.id": call.id,
-                }) as span:
-                    result = await self._call(call, disabled)
-                    if result.is_error:
-                        span.set_attribute("error.type", "tool_error")
+                if result.is_error:
+                    span.set_attribute("error.type", "tool_error")
         if bus.has_subscribers:
             bus.publish(ToolFinished(call, result, time.perf_counter() - started))
         return result
@@ -136,16 +135,17 @@ class ToolPipeline:
         if isinstance(arguments, str):
             return error_result(call, arguments)
         scope = current_scope()
-        for spend in scope.budgets:  # reserved before the call: the limit is hard
+        for spend in scope.budgets:  # reserved before the call, to the path that made it: the limit is hard
             reason = spend.refusal(_TOOLS)
             if reason is not None:
-                spend.exhausted = spend.exhausted or reason  # the turn ends, then the budget's run stops
+                spend.exhausted = spend.exhausted or reason  # the run stops at its next model call
                 return error_result(call, f"not run: {exhausted_error(spend, None)}")
         for spend in scope.budgets:
             spend._add(_TOOLS, 1, scope.path)
         timeout = getattr(tool, "timeout", None) or self.timeout
         try:
-            with anyio.move_on_after(timeout) as deadline:
+            # The tool runs in a branch of its own: an agent it runs is never taken for the caller's conversation.
+            with anyio.move_on_after(timeout) as deadline, branch(f"tool:{call.name}#{call.id}"):
                 value = await tool.call(arguments)
             if deadline.cancelled_caught:
                 return error_result(call, f"the tool timed out after {timeout:g} seconds and was stopped")

@@ -67,9 +67,12 @@ class State:
 
     # -- growing ------------------------------------------------------------------------------------------
 
-    def append(self, role: Role | str, *parts: Part, meta: Mapping[str, Any] | None = None) -> State:
-        """A new state with one more turn spoken by ``role``."""
-        return State._make(_Node(Turn(role, parts, meta or EMPTY), self._node), self._meta)
+    def append(
+        self, role: Role | str, *parts: Part, meta: Mapping[str, Any] | None = None, name: str | None = None
+    ) -> State:
+        """A new state with one more turn spoken by ``role`` (``name`` says who, among several speakers)."""
+        turn = Turn(role, parts, meta or EMPTY) if name is None else Turn(role, parts, meta or EMPTY, name)
+        return State._make(_Node(turn, self._node), self._meta)
 
     def append_turn(self, turn: Turn) -> State:
         """A new state with ``turn`` added at the end."""

@@ -8,20 +8,22 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Union
 
 import anyio
+import attrs
 
 from loop import tracing
 from loop._accumulate import Accumulator
 from loop._budget import _TURNS, Spend, charge_usage, exhausted_error, reserve
+from loop._fanout import fan_out
 from loop._events import EventBus, TurnCompleted, TurnFailed, TurnStarted
-from loop._parts import Part, Role, ToolResult
+from loop._parts import Part, Role, ToolResult, Usage
 from loop._pipeline import CANCELLED, ToolPipeline, error_result
 from loop._progress import ProgressCallback, begin_turn, end_turn
 from loop._protocols import Options, Provider, Request
-from loop._scope import RunScope, current_scope, current_task
+from loop._scope import RunScope, branch, current_scope, current_task
 from loop._state import State
 from loop._tools import Tool
 from loop._turn import Turn
-from loop.errors import BudgetExhausted, UsageError
+from loop.errors import BudgetExhausted, StreamError, UsageError
 
 Transform = Callable[[State], Union[State, Awaitable[State]]]
 """A view of the conversation for the model: ``State -> State``, sync or async. It never rewrites history."""
@@ -39,9 +41,9 @@ class Step:
     malformed or schema-breaking arguments, exceptions, timeouts and cancellations all become error results.
 
     Every provider call and every tool call is charged to the budgets of the run scope (``loop.Budget``,
-    opened by ``cognitive.WithBudget``): a turn that would pass a turn limit is never sent and raises
-    ``BudgetExhausted``; a tool call that would pass a tool-call limit gets an error result, and the turn
-    then raises ``BudgetExhausted`` carrying the state with every call answered.
+    opened by ``cognitive.WithBudget``): a turn that would pass a turn limit, or that starts after a budget
+    ran out, is never sent and raises ``BudgetExhausted``; a tool call that would pass a tool-call limit, or
+    any call of a response that passed a token or cost limit, gets an error result instead of running.
 
     A step holds settings only; the same step can serve any number of conversations at once. Events go to
     ``events`` (a new ``EventBus`` unless one is given).
@@ -146,7 +148,7 @@ class Step:
             if bus.has_subscribers:
                 bus.publish(TurnStarted(len(state)))
             view = await self.view(state) if self._async_view else self._view(state)
-            request = Request(view.turns, self._specs, opts)
+            request = Request(view.turns, self._specs, opts, scope.path)
             turn = await self._stream(request, opts, bus)
             state = state.append_turn(turn)
             if bus.has_subscribers:
@@ -174,14 +176,118 @@ class Step:
                     bus.publish(TurnCompleted(tool_turn))
                 if budgets:
                     self._follow(scope, state)
-            if budgets:
-                for spend in budgets:
-                    if spend.exhausted is not None and not spend.closed:
-                        spend.exhaust(spend.exhausted)
-                        raise exhausted_error(spend, state)
+            # A budget this turn ran out of stops the run at its next model call, which it refuses: a turn that
+            # wrote a final answer is kept, and one whose calls were refused shows the model why.
             return state
         finally:
             end_turn(hidden)
+
+    async def sample(self, state: State, n: int, options: Options | None = None) -> tuple[State, ...]:
+        """``n`` answers to ``state``, one state per answer: the branches a sampling pattern votes over.
+
+        Each sample is a branch (``sample 1`` ... on the run path): never stored or streamed as the main line.
+        A provider that returns several choices for one request (``supports_choices``) is asked once with
+        ``Options(n=n)``: the prompt is paid and charged once, as one turn, and the response's usage is kept on
+        the first sample's turn. Any other provider gets ``n`` concurrent turns, each with seed ``seed + i``
+        when ``options`` set a seed. Tool calls of every sample are run, each sample's concurrently.
+        Raises the first sample's error if any failed.
+        """
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise UsageError(f"sample takes a number of samples n >= 1, got {n!r}")
+        if not isinstance(state, State):
+            raise UsageError(f"sample runs on a loop.State, got {state!r}")
+        opts = self._options.merge(options)
+        if n > 1 and getattr(self._provider, "supports_choices", False):
+            return await self._sample_natively(state, n, opts)
+        def job(index: int) -> Callable[[], Awaitable[State]]:
+            seeded = opts if opts.seed is None else attrs.evolve(opts, seed=opts.seed + index)
+            return functools.partial(self.turn, state, seeded)
+
+        results = await fan_out([job(i) for i in range(n)], name="sample")
+        for result in results:
+            if result.error is not None:
+                raise result.error
+        return tuple(r.state for r in results)  # type: ignore[misc]
+
+    async def _sample_natively(self, state: State, n: int, opts: Options) -> tuple[State, ...]:
+        opts = attrs.evolve(opts, n=n)
+        with branch("samples") as scope:
+            budgets = scope.budgets
+            if budgets:
+                self._reserve_turn(budgets, scope, state, opts)
+            view = await self.view(state) if self._async_view else self._view(state)
+            got = await self._stream_choices(Request(view.turns, self._specs, opts, scope.path), opts, n)
+            if budgets:
+                usage = sum((t.usage for t in got if t is not None and t.usage is not None), Usage())
+                model = next((t.meta.get("model") for t in got if t is not None and t.meta.get("model")), None)
+                charge_usage(budgets, usage, model or self._model(opts), scope.path)
+        missing = [index for index, turn in enumerate(got) if turn is None]
+        if missing:
+            # A compatible server that ignores n answers once: the other samples are asked for one by one.
+            single = attrs.evolve(opts, n=None)
+            results = await fan_out([functools.partial(self._answer_only, state, single) for _ in missing],
+                                    name="sample")
+            for index, result in zip(missing, results):
+                if result.error is not None:
+                    raise result.error
+                got[index] = result.state.turns[len(state)]  # type: ignore[union-attr]
+        turns: list[Turn] = got  # type: ignore[assignment]
+        states: list[State] = [state.append_turn(turn) for turn in turns]
+
+        async def tools(index: int) -> None:
+            with branch(f"sample {index + 1}"):
+                calls = turns[index].tool_calls
+                results = await self._pipeline.run(calls, disabled=opts.tool_choice == "none")
+                tool_turn = Turn(Role.TOOL, results)
+                self.events.publish(TurnCompleted(tool_turn))
+                states[index] = states[index].append_turn(tool_turn)
+
+        calling = [i for i, turn in enumerate(turns) if turn.tool_calls]
+        if calling:
+            async with anyio.create_task_group() as group:
+                for index in calling:
+                    group.start_soon(tools, index)
+        return tuple(states)
+
+    async def _stream_choices(self, request: Request, opts: Options, n: int) -> list[Turn | None]:
+        bus = self.events
+        accs = [Accumulator() for _ in range(n)]
+        seen: set[int] = set()
+        stream = self._provider.stream(request)
+        try:
+            try:
+                async for delta in stream:
+                    choice = delta.choice
+                    if not 0 <= choice < n:
+                        raise StreamError(f"the provider streamed choice {choice} of a request for {n} choices")
+                    accs[choice].add(delta)
+                    seen.add(choice)
+                    bus.publish(delta)
+            finally:
+                aclose = getattr(stream, "aclose", None)
+                if aclose is not None:
+                    with anyio.CancelScope(shield=True):
+                        await aclose()
+        except BaseException as exc:
+            bus.publish(TurnFailed(exc))
+            raise
+        turns: list[Turn | None] = [acc.turn(opts.model) if index in seen else None for index, acc in enumerate(accs)]
+        for turn in turns:
+            if turn is not None:
+                bus.publish(TurnCompleted(turn))
+        return turns
+
+    async def _answer_only(self, state: State, opts: Options) -> State:
+        """``state`` with the model's next turn appended, its tool calls not run (a sample's tools run later)."""
+        scope = current_scope()
+        if scope.budgets:
+            self._reserve_turn(scope.budgets, scope, state, opts)
+        view = await self.view(state) if self._async_view else self._view(state)
+        turn = await self._stream(Request(view.turns, self._specs, opts, scope.path), opts, self.events)
+        if scope.budgets and turn.usage is not None:
+            charge_usage(scope.budgets, turn.usage, turn.meta.get("model") or self._model(opts), scope.path)
+        self.events.publish(TurnCompleted(turn))
+        return state.append_turn(turn)
 
     def _view(self, state: State) -> State:
         for transform in self._transforms:

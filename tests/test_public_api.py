@@ -13,14 +13,14 @@ from loop import LoopError
 
 PUBLIC = {
     "loop": [
-        "BranchResult", "Budget", "Carried", "Delta", "EventBus", "EventsDropped", "Finish", "FunctionTool",
-        "LoopError", "Options", "Outcome", "OutputType", "PRICES", "Part", "Price", "ProgressCallback", "Provider",
-        "Reasoning", "ReasoningDelta", "Request", "Role", "RunScope", "Spent", "State", "Step", "Subscription",
-        "Text", "TextDelta", "Tool", "ToolCall", "ToolCallDelta", "ToolChoice", "ToolFinished", "ToolPipeline",
-        "ToolResult", "ToolSpec", "ToolStarted", "Transform", "Turn", "TurnCompleted", "TurnExecutor", "TurnFailed",
-        "TurnRunner", "TurnStarted", "TurnSubmitter", "Usage", "UsageDelta", "UsageError", "UseTool",
-        "as_completed", "branch", "carry", "charge", "current_scope", "fan_out", "main_line", "on_progress",
-        "run_path", "scope", "tool",
+        "BranchResult", "Budget", "BudgetReport", "Carried", "Delta", "EventBus", "EventsDropped", "Finish",
+        "FunctionTool", "LoopError", "Options", "Outcome", "OutputType", "PRICES", "Part", "Price",
+        "ProgressCallback", "Provider", "Reasoning", "ReasoningDelta", "Request", "Role", "RunScope", "Spent",
+        "Stamped", "State", "Step", "Subscription", "Text", "TextDelta", "Tool", "ToolCall", "ToolCallDelta",
+        "ToolChoice", "ToolFinished", "ToolPipeline", "ToolResult", "ToolSpec", "ToolStarted", "Transform", "Turn",
+        "TurnCompleted", "TurnExecutor", "TurnFailed", "TurnRunner", "TurnStarted", "TurnSubmitter", "Usage",
+        "UsageDelta", "UsageError", "UseTool", "as_completed", "branch", "carry", "charge", "current_scope",
+        "fan_out", "main_line", "on_progress", "run_path", "scope", "tool",
     ],
     "loop.errors": [
         "AuthenticationError", "BadRequestError", "BudgetExhausted", "LoopError", "OverloadedError",
@@ -37,8 +37,8 @@ PUBLIC = {
         "build_report", "failed", "passed", "run_all",
     ],
     "cognitive": [
-        "CodeAction", "Factory", "Pattern", "ReAct", "SingleShot", "TurnProcessor", "WithVerification",
-        "new_turn_processor", "react_factory",
+        "CodeAction", "Factory", "Pattern", "ReAct", "SingleShot", "TurnProcessor", "WithBudget",
+        "WithVerification", "new_turn_processor", "react_factory",
     ],
     "session": [
         "Conduit", "EventLog", "EventReader", "EventsLost", "HTTPConduit", "Interrupted", "LoggedEvent",

@@ -5,7 +5,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from loop import Options, Role, State, Step, Text, Usage, tool, tracing
+from loop import Options, Role, State, Step, Text, Usage, scope, tool, tracing
 from loop.errors import ProviderError
 from provider import Scripted, tool_call
 
@@ -91,7 +91,6 @@ async def test_a_turn_with_a_tool_call_makes_genai_spans_under_the_callers_span(
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": "lookup",
         "gen_ai.tool.call.id": "c1",
-        "cognitive_loop.run.path": "tool:lookup#c1",  # each tool call runs in a scope of its own
     }
 
 
@@ -123,3 +122,14 @@ async def test_a_failed_turn_records_the_error(spans: InMemorySpanExporter) -> N
     assert set(named) == {"chat"}
     assert not named["chat"].status.is_ok
     assert any(e.name == "exception" for e in named["chat"].events)
+
+
+async def test_spans_name_the_run_path_they_were_made_on(spans: InMemorySpanExporter) -> None:
+    step = Step(Scripted([[tool_call("lookup", {"q": "x"}, id="c1")], "done"]), tools=[lookup])
+    with scope("Outer"), scope("Mine"):
+        state = await step.turn(START)
+    await step.turn(state)  # outside any pattern: no path to name
+    chats = [dict(s.attributes or {}) for s in spans.get_finished_spans() if s.name == "chat"]
+    assert [c.get("cognitive_loop.run.path") for c in chats] == ["Outer/Mine", None]
+    (tool_span,) = [s for s in spans.get_finished_spans() if s.name == "execute_tool lookup"]
+    assert (tool_span.attributes or {})["cognitive_loop.run.path"] == "Outer/Mine"
