@@ -2,6 +2,7 @@
 
 from cognitive._budget import WithBudget
 from cognitive._code_action import CodeAction
+from cognitive._output import WithOutput, answer_value
 from cognitive._pattern import Factory, Pattern, TurnProcessor, new_turn_processor
 from cognitive._react import ReAct, SingleShot, react_factory
 from cognitive._verification import WithVerification
@@ -14,7 +15,9 @@ __all__ = [
     "SingleShot",
     "TurnProcessor",
     "WithBudget",
+    "WithOutput",
     "WithVerification",
+    "answer_value",
     "new_turn_processor",
     "react_factory",
 ]

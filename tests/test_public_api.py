@@ -37,8 +37,8 @@ PUBLIC = {
         "build_report", "failed", "passed", "run_all",
     ],
     "cognitive": [
-        "CodeAction", "Factory", "Pattern", "ReAct", "SingleShot", "TurnProcessor", "WithBudget",
-        "WithVerification", "new_turn_processor", "react_factory",
+        "CodeAction", "Factory", "Pattern", "ReAct", "SingleShot", "TurnProcessor", "WithBudget", "WithOutput",
+        "WithVerification", "answer_value", "new_turn_processor", "react_factory",
     ],
     "session": [
         "Conduit", "EventLog", "EventReader", "EventsLost", "HTTPConduit", "Interrupted", "LoggedEvent",
