@@ -84,10 +84,11 @@ class Subscription:
     events but never slows the publisher. Use it as a context manager, or call ``close``.
     """
 
-    def __init__(self, bus: EventBus, buffer: int | None, stamped: bool = False) -> None:
+    def __init__(self, bus: EventBus, buffer: int | None, stamped: bool = False, main_line: bool = False) -> None:
         self._bus = bus
         self._buffer = buffer
         self.stamped = stamped
+        self.main_line = main_line
         self._queue: deque[Any] = deque()
         self._dropped = 0
         self._wake: Wake | None = None
@@ -153,24 +154,31 @@ class EventBus:
     def __init__(self) -> None:
         self._subscribers: tuple[Subscription, ...] = ()
 
-    def subscribe(self, *, buffer: int | None = 1024, stamped: bool = False) -> Subscription:
-        """A new subscription to every event published from now on. A ``stamped`` one receives each event
-        wrapped in a ``Stamped`` naming the run path that published it and whether that was the main line
-        (a streaming conduit shows the main line's text only, never five samples interleaved)."""
+    def subscribe(
+        self, *, buffer: int | None = 1024, stamped: bool = False, main_line: bool = False
+    ) -> Subscription:
+        """A new subscription to every event published from now on.
+
+        A ``stamped`` one receives each event wrapped in a ``Stamped`` naming the run path that published it
+        and whether that was the main line. A ``main_line`` one receives only what the main line published:
+        no branch's, tool's or side task's text, so a streaming conduit never interleaves five samples.
+        """
         if buffer is not None and (not isinstance(buffer, int) or buffer < 1):
             raise UsageError(f"buffer must be a positive integer or None, got {buffer!r}")
-        sub = Subscription(self, buffer, stamped)
+        sub = Subscription(self, buffer, stamped, main_line)
         self._subscribers = (*self._subscribers, sub)
         return sub
 
     def publish(self, event: Any) -> None:
         stamp: Stamped | None = None
         for sub in self._subscribers:
-            if sub.stamped:
+            if sub.stamped or sub.main_line:
                 if stamp is None:
                     scope = current_scope()
                     stamp = Stamped(event, scope.path, scope.on_main_line)
-                sub._offer(stamp)
+                if sub.main_line and not stamp.main:
+                    continue
+                sub._offer(stamp if sub.stamped else event)
             else:
                 sub._offer(event)
 

@@ -12,7 +12,7 @@ from typing import Any, Union
 import anyio
 import attrs
 
-from loop import EventBus, UsageError
+from loop import EventBus, Stamped, UsageError
 from session._wire import dumps, event_to_json
 
 __all__ = ["EventLog", "EventReader", "EventsLost", "LoggedEvent", "time_ids"]
@@ -65,7 +65,7 @@ class EventLog:
         self.size = size
         self.events = events
         self.closed = False
-        self._subscription = events.subscribe(buffer=None)
+        self._subscription = events.subscribe(buffer=None, stamped=True, main_line=True)
         self._ring: list[LoggedEvent] = []
         self._start = first_id
         self._next = first_id
@@ -89,8 +89,14 @@ class EventLog:
         return self._ring[(event_id - self._start) % self.size]
 
     def record(self, event: Any) -> LoggedEvent:
-        """Number and keep ``event`` (encoded for the wire now), evicting the oldest beyond ``size``."""
-        data = event_to_json(event)
+        """Number and keep ``event`` (encoded for the wire now), evicting the oldest beyond ``size``. A
+        ``Stamped`` event is recorded with the run path that published it (``"path"``, when there is one)."""
+        if type(event) is Stamped:
+            data = event_to_json(event.event)
+            if event.path:
+                data["path"] = event.path
+        else:
+            data = event_to_json(event)
         entry = LoggedEvent(self._next, data["type"], dumps(data))
         if len(self._ring) < self.size:
             self._ring.append(entry)
@@ -109,7 +115,7 @@ class EventLog:
         # Catching up and subscribing anew happen without a checkpoint between them, so no event falls in a gap.
         self.catch_up()
         self._subscription.close()
-        self._subscription = events.subscribe(buffer=None)
+        self._subscription = events.subscribe(buffer=None, stamped=True, main_line=True)
         self.events = events
         if self._moved is not None:
             self._moved.set()

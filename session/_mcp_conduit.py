@@ -166,7 +166,7 @@ class _AgentTool:
 
 async def _ask(session: Session, message: str, report: Report) -> State | Exception:
     """Ask ``message``, reporting progress meanwhile; the conversation, or the exception processing raised."""
-    with session.events.subscribe(buffer=None) as events:
+    with session.events.subscribe(buffer=None, main_line=True) as events:
         async with anyio.create_task_group() as group:
             group.start_soon(_progress, events, report)
             try:

@@ -44,7 +44,7 @@ class _Run:
     async def __call__(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         # Subscribing and sending with no checkpoint between makes this message's MessageQueued the first event
         # the subscription holds: that is how a caller of ``ask`` learns which events are its message's.
-        with self.session.events.subscribe(buffer=None) as self.events:
+        with self.session.events.subscribe(buffer=None, main_line=True) as self.events:
             task_status.started()
             try:
                 self.state = await self.session.ask(self.text)

@@ -102,7 +102,10 @@ OPENAPI: dict[str, Any] = {
                 "message_queued, message_started, message_finished, message_failed, interrupted, turn_stored) "
                 "and JSON data with the same 'type'. A comment line is sent after 15 quiet seconds. When the "
                 "events after the requested id are no longer kept, an 'events_lost' event with their count "
-                "comes first. message_finished carries 'degraded': a degraded run is not a success."
+                "comes first. Only the conversation's main line is streamed: a branch's, a tool's or a verifier's "
+                "model calls are not. An event published by a pattern carries its run 'path' (e.g. "
+                "'WithVerification/ReAct'). message_finished carries 'ok' and 'status' (ok, pending, degraded): "
+                "only ok is a success."
             ),
             "parameters": [
                 _SESSION_ID,

@@ -345,7 +345,7 @@ class Session:
                         await self._persist(state, rewind=True)  # it becomes the conversation
                 except Exception as exc:
                     _log.warning("message failed", session=self.id, message=item.id, error=repr(exc))
-                    await self._record_failure(exc)
+                    await self._record_failure(exc, item.id)
                     self.events.publish(MessageFailed(item.id, str(exc), type(exc).__name__))
                     self._finish(item, exc)
                 else:
@@ -362,13 +362,17 @@ class Session:
         """Whether turns run now on ``state`` are the conversation's: on the main line, extending it."""
         return current_scope().on_main_line and extends(state, self._stored)
 
-    async def _record_failure(self, exc: Exception) -> None:
+    async def _record_failure(self, exc: Exception, message_id: str) -> None:
         """Store how a message failed: the outcome ``failed`` on an answer that a failed run carries (a
         verification that never passed), else on a short assistant turn saying the run failed, so the
-        conversation records it and stays valid to send to a model (open tool calls are answered first)."""
+        conversation records it and stays valid to send to a model (open tool calls are answered first).
+        A message whose own turn never reached the store leaves the conversation as it is."""
         reason = f"{type(exc).__name__}: {exc}"[:2000]
         carried = getattr(exc, "state", None)
         base = carried if isinstance(carried, State) and extends(carried, self._stored) else self._stored
+        asked = next((t for t in base.reversed() if t.role is Role.USER), None)
+        if asked is None or asked.meta.get("message_id") != message_id:
+            return
         last = base.last
         if last is None or base.outcome is not None or last.role is Role.USER or base.pending_calls:
             pending = base.pending_calls

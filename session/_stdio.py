@@ -90,7 +90,7 @@ class StdioConduit:
         session = await manager.open(self.session_id)
         self._write(f"session {session.id} — Ctrl-C interrupts a turn, Ctrl-C twice or Ctrl-D quits\n")
         async with anyio.create_task_group() as group:
-            with session.events.subscribe(buffer=None) as events:
+            with session.events.subscribe(buffer=None, main_line=True) as events:
                 group.start_soon(self._show, events)
                 if self._signals:
                     group.start_soon(self._on_interrupt, session, group.cancel_scope)
@@ -101,7 +101,7 @@ class StdioConduit:
         self._write(PROMPT)
         async for line in _lines(self._input):
             if line.strip():
-                with session.events.subscribe(buffer=None) as done:
+                with session.events.subscribe(buffer=None, main_line=True) as done:
                     session.send(line)
                     async for event in done:
                         if isinstance(event, (MessageFinished, MessageFailed, Interrupted)):

@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from loop import (
+    BudgetReport,
     EventsDropped,
     Finish,
     Part,
@@ -82,6 +83,9 @@ _ENCODERS: dict[type, tuple[str, Callable[[Any], dict[str, Any]]]] = {
                                                  "error": {"type": e.kind, "message": e.error}}),
     Interrupted: ("interrupted", lambda e: {"message_id": e.message_id, "dropped": e.dropped}),
     TurnStored: ("turn_stored", lambda e: {"index": e.index, "turn": e.turn.to_dict()}),
+    BudgetReport: ("budget_report", lambda e: {"budget": e.budget, "spent": e.spent.to_dict(),
+                                               "by_path": {p: s.to_dict() for p, s in e.by_path.items()},
+                                               "exhausted": e.exhausted}),
 }
 
 

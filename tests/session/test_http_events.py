@@ -62,7 +62,7 @@ async def test_a_run_streams_live_with_its_tool_calls_and_outcome() -> None:
             sse = SSE(response)
             await client.post(f"/sessions/{session_id}/messages", json={"text": "add 2 and 3"})
             before = await sse.until("text_delta")  # the model is still held at the gate here
-            assert not gate.is_set() and before[-1].data == {"type": "text_delta", "text": "The sum "}
+            assert not gate.is_set() and before[-1].data == {"type": "text_delta", "text": "The sum ", "path": "ReAct"}
             gate.set()
             after = await sse.until("message_finished")
     frames = before + after
