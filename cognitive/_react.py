@@ -35,8 +35,11 @@ class ReAct:
             for _ in range(self.max_turns):
                 state = await step.turn(state)
                 last = state.last
-                if last is not None and last.role is Role.ASSISTANT and not state.pending_calls:
-                    return state  # ok: an answer with no outcome recorded is a clean one
+                if last is not None and last.role is Role.ASSISTANT:
+                    if not state.pending_calls:
+                        return state  # ok: an answer with no outcome recorded is a clean one
+                    if state.outcome is not None and state.outcome.status == "pending":
+                        return state  # calls deliberately left open (Options(run_tools=False))
             state = await step.turn(state, _FINAL)
             return state.degrade(
                 f"ReAct reached max_turns={self.max_turns} with tools still being called; "

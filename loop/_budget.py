@@ -38,14 +38,23 @@ def _positive_int(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         raise UsageError(f"{attribute.name} must be a positive integer, got {value!r}")
 
 
+def _price(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise UsageError(f"{attribute.name} must be a price >= 0 (US dollars per million tokens), got {value!r}")
+
+
 @attrs.frozen
 class Price:
-    """What a model charges, in US dollars per million tokens. ``cached_input`` is the price of input read
-    from the provider's prompt cache (``Usage.cache_read_tokens``); ``None`` charges it as plain input."""
+    """What a model charges, in US dollars per million tokens (0 for a free or local model).
 
-    input: float = attrs.field(validator=_positive_number)
-    output: float = attrs.field(validator=_positive_number)
-    cached_input: float | None = attrs.field(default=None, validator=_positive_number)
+    ``cached_input`` is the price of input read from the provider's prompt cache (``Usage.cache_read_tokens``,
+    counted within ``input_tokens``); ``None`` charges it as plain input."""
+
+    input: float = attrs.field(validator=_price)
+    output: float = attrs.field(validator=_price)
+    cached_input: float | None = attrs.field(default=None, validator=_price)
 
     def cost(self, usage: Usage) -> float:
         cached = min(usage.cache_read_tokens, usage.input_tokens)

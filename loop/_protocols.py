@@ -155,6 +155,11 @@ def _stop(value: Any) -> tuple[str, ...] | None:
     return tuple(value)
 
 
+def _check_run_tools(_: Any, __: Any, value: Any) -> None:
+    if value is not None and not isinstance(value, bool):
+        raise UsageError(f"run_tools must be True, False or None, got {value!r}")
+
+
 @attrs.frozen
 class Options:
     """Settings for one provider call. ``None`` means "not set": the provider's default applies.
@@ -169,6 +174,9 @@ class Options:
     ``extra`` holds provider-specific request body fields, merged into the body last (so they win over what
     the provider wrote); it is kept as a read-only copy. In ``merge``, an override's ``extra`` replaces the
     defaults' whole (it is not merged key by key; an empty mapping clears it).
+
+    ``run_tools=False`` is for the step, not the provider: the turn ends once the model has proposed its
+    calls, leaving them pending (the answer's outcome ``pending``) for approval or planning.
     """
 
     model: str | None = None
@@ -184,6 +192,8 @@ class Options:
     reasoning_effort: str | None = attrs.field(default=None, validator=_check_effort)
     # Compared but not hashed, like output_schema.
     extra: Mapping[str, Any] | None = attrs.field(default=None, converter=_extra, hash=False)
+    # Not sent to the provider: whether the step runs the calls the model makes (False leaves them pending).
+    run_tools: bool | None = attrs.field(default=None, validator=_check_run_tools)
 
     def merge(self, override: Options | None) -> Options:
         """These options with every field that ``override`` sets taking its value. ``extra`` is one field

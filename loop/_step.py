@@ -15,6 +15,7 @@ from loop._accumulate import Accumulator
 from loop._budget import _TURNS, Spend, charge_usage, exhausted_error, reserve
 from loop._fanout import fan_out
 from loop._events import EventBus, TurnCompleted, TurnFailed, TurnStarted
+from loop._outcome import PENDING
 from loop._parts import Part, Role, ToolResult, Usage
 from loop._pipeline import CANCELLED, ToolPipeline, error_result
 from loop._progress import ProgressCallback, begin_turn, end_turn
@@ -160,6 +161,10 @@ class Step:
                     passed = charge_usage(budgets, usage, turn.meta.get("model") or self._model(opts), scope.path)
                 self._follow(scope, state)
             calls = turn.tool_calls
+            if calls and opts.run_tools is False:
+                # The calls stay open for someone else to decide on (an approval, a planner).
+                return state.with_outcome(PENDING, f"{len(calls)} tool call{'s' if len(calls) > 1 else ''} "
+                                                   "left pending: the turn was asked not to run tools")
             if calls:
                 if passed is not None:
                     # A token or cost limit was passed by this response: its calls are answered, not run.

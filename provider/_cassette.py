@@ -80,7 +80,7 @@ def _turn_to_dict(turn: Any) -> dict[str, Any]:
 
 def request_to_dict(request: Request) -> dict[str, Any]:
     """``request`` as plain JSON data: what a cassette stores and compares."""
-    options = {f.name: getattr(request.options, f.name) for f in attrs.fields(Options)}
+    options = {f.name: getattr(request.options, f.name) for f in attrs.fields(Options) if f.name != "run_tools"}
     choice = options["tool_choice"]
     if isinstance(choice, UseTool):
         options["tool_choice"] = {"tool": choice.name}

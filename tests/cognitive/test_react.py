@@ -5,7 +5,7 @@ import functools
 import pytest
 
 from cognitive import Pattern, ReAct, SingleShot, new_turn_processor, react_factory
-from loop import Role, State, Step, Text, UsageError, tool
+from loop import Options, Role, State, Step, Text, UsageError, tool
 from provider import Scripted, tool_call
 
 
@@ -97,3 +97,19 @@ async def test_turn_processor_rejects_a_factory_that_returns_no_pattern() -> Non
 def test_new_turn_processor_rejects_a_non_callable() -> None:
     with pytest.raises(UsageError, match="factory"):
         new_turn_processor("react")  # type: ignore[arg-type]
+
+
+async def test_react_stops_at_calls_deliberately_left_pending() -> None:
+    ran: list[str] = []
+
+    @tool
+    async def delete(path: str) -> str:
+        """Delete a file."""
+        ran.append(path)
+        return "deleted"
+
+    model = Scripted([tool_call("delete", {"path": "b.txt"})])
+    state = await ReAct(Step(model, tools=[delete], options=Options(run_tools=False))).run(
+        State().append(Role.USER, Text("delete b.txt")))
+    assert ran == [] and len(model.requests) == 1 and len(state.pending_calls) == 1
+    assert state.outcome is not None and state.outcome.status == "pending"
