@@ -42,6 +42,7 @@ from loop._pipeline import ToolPipeline
 from loop._scope import Carried, RunScope, branch, carry, current_scope, main_line, run_path, scope
 from loop._state import State
 from loop._step import Step, Transform
+from loop._tokens import TokenCounter, approx_tokens
 from loop._tools import FunctionTool, Tool, tool
 from loop._turn import Turn
 from loop.errors import LoopError, UsageError
@@ -77,6 +78,7 @@ __all__ = [
     "Subscription",
     "Text",
     "TextDelta",
+    "TokenCounter",
     "Tool",
     "ToolCall",
     "ToolCallDelta",
@@ -98,6 +100,7 @@ __all__ = [
     "UsageDelta",
     "UsageError",
     "UseTool",
+    "approx_tokens",
     "as_completed",
     "branch",
     "carry",
