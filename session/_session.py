@@ -47,9 +47,20 @@ INTERRUPTED = "interrupted: the process stopped before this tool call finished"
 
 
 def extends(state: State, base: State) -> bool:
-    """Whether ``state`` holds every turn of ``base`` first (turn meta aside: an outcome may be added)."""
+    """Whether ``state`` holds every turn of ``base`` first, meta included, except that an answer there may
+    since have been given an outcome (a wrapper records it on the stored answer turn)."""
     size = len(base)
-    return len(state) >= size and state.common_prefix(base, meta=False) == size
+    if len(state) < size:
+        return False
+    shared = state.common_prefix(base)
+    if shared == size:
+        return True  # the usual case: the same turns, found by identity
+    mine = state.prefix(size).turns[shared:]
+    return all(a == b and _sans_outcome(a.meta) == _sans_outcome(b.meta) for a, b in zip(mine, base.turns[shared:]))
+
+
+def _sans_outcome(meta: Mapping[str, Any]) -> Mapping[str, Any]:
+    return {k: v for k, v in meta.items() if k != "outcome"} if "outcome" in meta else meta
 
 
 def _describe(value: object) -> str:
@@ -118,6 +129,11 @@ class _Persisting:
     def __init__(self, session: Session) -> None:
         self._session = session
         self._report = session._persist  # one bound method for every turn's progress reports
+
+    @property
+    def events(self) -> Any:
+        """The session step's event bus, for patterns that publish on it (budget reports, bridged calls)."""
+        return getattr(self._session.step, "events", None)
 
     async def turn(self, state: State, options: Any = None) -> State:
         # The step reports the assistant's turn before its tools run, and the "cancelled" results if it is
@@ -374,7 +390,7 @@ class Session:
         if asked is None or asked.meta.get("message_id") != message_id:
             return
         last = base.last
-        if last is None or base.outcome is not None or last.role is Role.USER or base.pending_calls:
+        if last is None or base.outcome is not None or last.role is not Role.ASSISTANT or base.pending_calls:
             pending = base.pending_calls
             if pending:
                 base = base.append(Role.TOOL, *(ToolResult(c.id, c.name, "error: not run: the run failed",
