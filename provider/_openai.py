@@ -30,10 +30,13 @@ from loop import (
     UseTool,
 )
 from loop.errors import StreamError
+from provider._strict import strict_compatible
 from provider._http import SSEEvent, drain, excerpt, plain, sse_stream, status_error, transport_error
 
 OPENAI_URL = "https://api.openai.com/v1"
 DEFAULT_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
+OUTPUT_TOOL = "final_answer"  # the forced tool that carries a structured answer with structured_output="tool"
+STRUCTURED_OUTPUT = ("response_format", "tool")
 _FINISH = {"tool_calls": "tool_calls", "function_call": "tool_calls"}
 
 
@@ -55,6 +58,15 @@ class OpenAICompatible:
     the API names them, and ``Options.extra`` is merged into the body last. A turn's ``name`` is sent as the
     message's ``name`` (user, assistant and system messages), with characters the API refuses replaced by
     ``_`` and cut to 64 characters. ``UsageDelta.model`` is the model the response names.
+
+    ``Options.output_schema`` is asked for as ``structured_output`` says. ``"response_format"`` (the default)
+    sends it as ``response_format`` of type ``json_schema``. ``"tool"``, for servers without ``response_format``,
+    adds a function tool named ``final_answer`` (``OUTPUT_TOOL``) whose parameters are the schema and forces a
+    call to it; that call's arguments stream back as ``TextDelta``s and the choice finishes with ``"stop"`` when it
+    was the only call, so the answer arrives as text either way (a request that already has a tool of that name
+    is a ``UsageError``). The schema is marked ``strict`` only when ``strict_output`` is on *and* the schema
+    qualifies (``strict_compatible``: every object closed and requiring all its properties, which schemas with
+    optional fields are not); otherwise ``strict`` is ``false`` in ``response_format`` and left out of the tool.
     """
 
     supports_choices = True  # can return several choices for one request (Options.n)
@@ -69,9 +81,13 @@ class OpenAICompatible:
         timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
         headers: Mapping[str, str] | None = None,
         strict_output: bool = True,
+        structured_output: str = "response_format",
     ) -> None:
         if not isinstance(model, str) or not model:
             raise UsageError(f"OpenAICompatible needs a model name, got {model!r}")
+        if structured_output not in STRUCTURED_OUTPUT:
+            raise UsageError(f"structured_output must be one of {', '.join(map(repr, STRUCTURED_OUTPUT))}, "
+                             f"got {structured_output!r}")
         url = httpx.URL(base_url)
         if url.scheme not in ("http", "https") or not url.host:
             raise UsageError(f"base_url must be an http(s) URL like http://127.0.0.1:8000/v1, got {base_url!r}")
@@ -87,6 +103,7 @@ class OpenAICompatible:
         self._own_client = client is None
         self._client = client or httpx.AsyncClient(timeout=timeout)
         self._strict = strict_output
+        self._structured = structured_output
 
     async def aclose(self) -> None:
         if self._own_client:
@@ -107,14 +124,26 @@ class OpenAICompatible:
             "stream": True,
             "stream_options": {"include_usage": True},
         }
-        if request.tools:
-            body["tools"] = [
-                {"type": "function",
-                 "function": {"name": t.name, "description": t.description, "parameters": plain(t.parameters)}}
-                for t in request.tools
-            ]
-            if opts.tool_choice is not None:
-                choice = opts.tool_choice
+        tools = [{"type": "function",
+                  "function": {"name": t.name, "description": t.description, "parameters": plain(t.parameters)}}
+                 for t in request.tools]
+        choice = opts.tool_choice
+        schema = plain(opts.output_schema) if opts.output_schema is not None else None
+        strict = self._strict and strict_compatible(schema)
+        if schema is not None and self._structured == "tool":
+            if any(t.name == OUTPUT_TOOL for t in request.tools):
+                raise UsageError(f"the request has a tool named {OUTPUT_TOOL!r}, which structured_output='tool' "
+                                 "needs for the answer; rename the tool or use structured_output='response_format'")
+            output = {"name": OUTPUT_TOOL, "description": "Give the final answer in the required structure.",
+                      "parameters": schema}
+            tools.append({"type": "function", "function": {**output, "strict": True} if strict else output})
+            choice = UseTool(OUTPUT_TOOL)
+        elif schema is not None:
+            body["response_format"] = {"type": "json_schema",
+                                       "json_schema": {"name": "output", "schema": schema, "strict": strict}}
+        if tools:
+            body["tools"] = tools
+            if choice is not None:
                 body["tool_choice"] = (
                     {"type": "function", "function": {"name": choice.name}} if isinstance(choice, UseTool)
                     else choice
@@ -125,9 +154,6 @@ class OpenAICompatible:
             body["max_tokens"] = opts.max_tokens
         if opts.stop:
             body["stop"] = list(opts.stop)
-        if opts.output_schema is not None:
-            body["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": "output", "schema": plain(opts.output_schema), "strict": self._strict}}
         if opts.n is not None and opts.n > 1:
             body["n"] = opts.n
         if opts.seed is not None:
@@ -141,11 +167,12 @@ class OpenAICompatible:
         return body
 
     def stream(self, request: Request) -> AsyncIterator[Delta]:
-        return self._stream(self.body(request))
+        tool_mode = self._structured == "tool" and request.options.output_schema is not None
+        return self._stream(self.body(request), output_tool=OUTPUT_TOOL if tool_mode else None)
 
-    async def _stream(self, body: dict[str, Any]) -> AsyncIterator[Delta]:
+    async def _stream(self, body: dict[str, Any], *, output_tool: str | None) -> AsyncIterator[Delta]:
         who = self.who
-        chunks = _Chunks(who)
+        chunks = _Chunks(who, output_tool)
         try:
             async with self._client.stream("POST", f"{self.base_url}/chat/completions", json=body,
                                            headers=self._headers) as response:
@@ -182,12 +209,14 @@ class OpenAICompatible:
 
 class _Chunks:
     """Reads the chunks of one response into deltas, keeping what spans chunks: the usage (a total, so the last
-    report wins), the model that answered, and per choice its finish reason and tool-call slots."""
+    report wins), the model that answered, and per choice its finish reason and tool-call slots. Calls to
+    ``output_tool`` (if one was forced for structured output) are read as text."""
 
-    __slots__ = ("who", "usage", "model", "choices")
+    __slots__ = ("who", "output_tool", "usage", "model", "choices")
 
-    def __init__(self, who: str) -> None:
+    def __init__(self, who: str, output_tool: str | None = None) -> None:
         self.who = who
+        self.output_tool = output_tool
         self.usage: Usage | None = None
         self.model: str | None = None
         self.choices: dict[int, _Choice] = {0: _Choice()}
@@ -252,7 +281,15 @@ class _Chunks:
                 elif not isinstance(arguments, str):
                     arguments = json.dumps(arguments)  # some servers send the object itself
                 call_id = call.get("id") or None
-                out.append(ToolCallDelta(state.slot(call.get("index"), call_id), call_id, name, arguments, index))
+                slot = state.slot(call.get("index"), call_id)
+                if name is not None and name == self.output_tool:
+                    state.output.add(slot)
+                if slot in state.output:
+                    if arguments:
+                        out.append(TextDelta(arguments, index))
+                    continue
+                state.other_calls = True
+                out.append(ToolCallDelta(slot, call_id, name, arguments, index))
             reason = choice.get("finish_reason")
             if reason:
                 state.reason = _FINISH.get(reason, reason)
@@ -260,14 +297,17 @@ class _Chunks:
 
 
 class _Choice:
-    """What one choice keeps across chunks: its finish reason, whether it refused, and which tool call each
-    fragment belongs to (every choice numbers its calls from 0)."""
+    """What one choice keeps across chunks: its finish reason, whether it refused, which tool call each
+    fragment belongs to (every choice numbers its calls from 0), and which calls carry structured output."""
 
-    __slots__ = ("reason", "refused", "_slot_of_id", "_id_of_slot", "_moved", "_last", "_next")
+    __slots__ = ("reason", "refused", "output", "other_calls", "_slot_of_id", "_id_of_slot", "_moved", "_last",
+                 "_next")
 
     def __init__(self) -> None:
         self.reason: str | None = None
         self.refused = False
+        self.output: set[int] = set()  # slots of calls to the forced output tool, streamed as text
+        self.other_calls = False
         self._slot_of_id: dict[str, int] = {}
         self._id_of_slot: dict[int, str] = {}
         self._moved: dict[int, int] = {}  # wire index -> slot, for a second call sent on a used index
@@ -277,6 +317,8 @@ class _Choice:
     def finish(self) -> str:
         if self.refused and self.reason in (None, "stop"):
             return "content_filter"
+        if self.reason == "tool_calls" and self.output and not self.other_calls:
+            return "stop"  # the forced output call is the answer, not a call for the loop to run
         return self.reason or "stop"
 
     def slot(self, index: Any, call_id: str | None) -> int:
