@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 
-from loop import Options, Role, State, Text, Tool, TurnExecutor, UsageError, scope, tracing
+import itertools
+from collections.abc import Mapping
+from typing import Any
+
+from loop import Options, Role, State, Text, Tool, ToolCall, ToolPipeline, ToolSpec, TurnExecutor, UsageError, scope, tracing
+from loop._tools import json_default
 from sandbox import ExecResult, Sandbox, ToolBridge, accepts_tools
 
 _NO_TOOLS = Options(tool_choice="none")  # tools are reached from the program, not called by the model
@@ -61,7 +67,7 @@ class CodeAction:
     Stateless: settings in ``__init__``; one instance can serve many conversations at once.
     """
 
-    __slots__ = ("step", "sandbox", "bridge", "max_repairs", "timeout", "python", "prompt")
+    __slots__ = ("step", "sandbox", "pipeline", "bridge", "max_repairs", "timeout", "python", "prompt")
 
     def __init__(
         self,
@@ -82,7 +88,11 @@ class CodeAction:
             raise UsageError(f"max_repairs must be an integer >= 0, got {max_repairs!r}")
         if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
             raise UsageError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
-        bridge = ToolBridge(tools, max_tool_calls=max_tool_calls)
+        tools = tuple(tools)
+        # Bridged calls go through a tool pipeline, as a model turn's do: charged to the run's budgets,
+        # published as ToolStarted/ToolFinished on the step's bus, each in a scope of its own.
+        self.pipeline = ToolPipeline(tools, events=getattr(step, "events", None))
+        bridge = ToolBridge([_Bridged(t, self.pipeline) for t in tools], max_tool_calls=max_tool_calls)
         if bridge.tools and not accepts_tools(sandbox):
             raise UsageError(f"{sandbox!r} cannot bridge tools into the program (its exec takes no tools=); use "
                              "DockerSandbox, or UnsafeLocalSandbox where there is no Docker")
@@ -169,3 +179,20 @@ def describe_failure(result: ExecResult) -> str:
             what = f"the last {len(shown):,} characters of {label}" if len(shown) < len(text) else label
             parts.append(f"{what}:\n```\n{shown}\n```")
     return "\n\n".join(parts)
+
+
+class _Bridged:
+    """A tool as a sandboxed program calls it: through the pipeline, returning the tool's value itself."""
+
+    __slots__ = ("spec", "timeout", "_pipeline")
+    _ids = itertools.count(1)
+
+    def __init__(self, tool: Tool, pipeline: ToolPipeline) -> None:
+        self.spec: ToolSpec = tool.spec
+        self.timeout = getattr(tool, "timeout", None)
+        self._pipeline = pipeline
+
+    async def call(self, arguments: Mapping[str, Any]) -> Any:
+        raw = json.dumps(dict(arguments), ensure_ascii=False, default=json_default)
+        call = ToolCall(f"bridge_{next(self._ids)}", self.spec.name, raw)
+        return await self._pipeline.invoke(call, arguments)

@@ -10,7 +10,7 @@ code-action programs' bridged calls use the same.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -102,6 +102,39 @@ class ToolPipeline:
     async def call(self, call: ToolCall) -> ToolResult:
         """Run one call; its result (an error result when it could not run or failed)."""
         return await self._run_call(call, tracing.current_tracer(), False)
+
+    async def invoke(self, call: ToolCall, arguments: Mapping[str, Any]) -> Any:
+        """Run one call whose ``arguments`` were already parsed and checked, and return the tool's value itself,
+        for callers that hand values on rather than show results to a model (a code-action program's bridged
+        calls). It is charged, published and scoped as ``call`` does; a failure raises instead of becoming a
+        result (``BudgetExhausted`` when the budget has no tool call left; the run stops at its next model
+        call). Timeouts are the caller's."""
+        tool = self._tools.get(call.name)
+        if tool is None:
+            raise UsageError(f"unknown tool {call.name!r}; this pipeline has: {', '.join(sorted(self._tools)) or 'none'}")
+        bus = self.events
+        if bus.has_subscribers:
+            bus.publish(ToolStarted(call))
+        started = time.perf_counter()
+        try:
+            scope = current_scope()
+            for spend in scope.budgets:
+                if spend.refusal(_TOOLS) is not None:
+                    spend.exhausted = spend.exhausted or spend.refusal(_TOOLS)
+                    raise exhausted_error(spend, None)
+            for spend in scope.budgets:
+                spend._add(_TOOLS, 1, scope.path)
+            with branch(f"tool:{call.name}#{call.id}"):
+                value = await tool.call(arguments)
+        except BaseException as exc:
+            if bus.has_subscribers:
+                failed = error_result(call, f"the tool raised {type(exc).__name__}: {exc}")
+                bus.publish(ToolFinished(call, failed, time.perf_counter() - started))
+            raise
+        if bus.has_subscribers:
+            result = ToolResult(call.id, call.name, truncate(render(value), self.max_result_chars))
+            bus.publish(ToolFinished(call, result, time.perf_counter() - started))
+        return value
 
     async def _run_call(self, call: ToolCall, tracer: Any, disabled: bool) -> ToolResult:
         bus = self.events
