@@ -25,8 +25,9 @@ class WithBudget:
     is written from the last state of the run's main line (allowed past the limit), its outcome ``degraded``
     with the reason. That answer is written by ``step`` or, when none is given, by the step that ran the
     main line's last turn. ``BudgetExhausted`` reaches the caller only when no answer can be written (no
-    step known) or ``raise_on_exhausted`` asks for it. A run that ends within the budget keeps its own
-    outcome. Either way the spend (in all, and per run path, discarded branches included) is in the
+    step known) or ``raise_on_exhausted`` asks for it. A run that answers although a call was refused for
+    the budget is ``degraded`` too; one that only overshot a token or cost limit with its final answer (those
+    limits are soft) keeps its own outcome. Either way the spend (in all, and per run path, discarded branches included) is in the
     outcome's data and in a ``BudgetReport`` event on the step's bus.
     """
 
@@ -71,6 +72,10 @@ class WithBudget:
             span.set_attribute("budget.exhausted", spend.exhausted or "")
             if result is not None:
                 self._report(spend)
+                if spend.refused:  # the run answered, but without a call the budget refused it
+                    return result.with_outcome("degraded", f"budget {budget.name!r} ran out ({spend.exhausted}); "
+                                               "a call was refused and the run answered without it",
+                                               data=spend.report())
                 return result.with_outcome(data=spend.report())
             return await self._final(spend, state)
 

@@ -158,14 +158,15 @@ class Spend:
     """The live spend of one run against ``budget`` (``None``: a tally that only counts, as each fan-out
     branch keeps). Kept per run path, discarded branches included. Internal to the step and ``WithBudget``."""
 
-    __slots__ = ("budget", "_total", "_by_path", "exhausted", "cancel_scope", "line", "task", "tip", "runner",
-                 "closed")
+    __slots__ = ("budget", "_total", "_by_path", "exhausted", "refused", "cancel_scope", "line", "task", "tip",
+                 "runner", "closed")
 
     def __init__(self, budget: Budget | None, line: Line | None = None, task: Any = None) -> None:
         self.budget = budget
         self._total = [0, 0, 0, 0, 0, 0.0]
         self._by_path: dict[str, list[Any]] = {}
         self.exhausted: str | None = None  # why the budget ran out
+        self.refused = False  # whether a call was refused for it: the run's answer lacks what it would have done
         self.cancel_scope: anyio.CancelScope | None = None  # cancelled when it runs out
         self.line = line  # the line whose latest state ``tip`` follows
         self.task = task
@@ -192,8 +193,15 @@ class Spend:
             return f"max_{'turns' if index == _TURNS else 'tool_calls'}={limit} reached"
         return None
 
+    def refuse(self, reason: str) -> None:
+        """Mark the budget run out because a call was refused; the run stops at its next model call."""
+        self.refused = True
+        if self.exhausted is None:
+            self.exhausted = reason
+
     def exhaust(self, reason: str) -> None:
         """Mark the budget run out and cancel what runs inside its ``WithBudget``."""
+        self.refused = True
         if self.exhausted is None:
             self.exhausted = reason
         if self.cancel_scope is not None:

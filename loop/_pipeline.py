@@ -119,8 +119,9 @@ class ToolPipeline:
         try:
             scope = current_scope()
             for spend in scope.budgets:
-                if spend.refusal(_TOOLS) is not None:
-                    spend.exhausted = spend.exhausted or spend.refusal(_TOOLS)
+                reason = spend.refusal(_TOOLS)
+                if reason is not None:
+                    spend.refuse(reason)
                     raise exhausted_error(spend, None)
             for spend in scope.budgets:
                 spend._add(_TOOLS, 1, scope.path)
@@ -171,7 +172,7 @@ class ToolPipeline:
         for spend in scope.budgets:  # reserved before the call, to the path that made it: the limit is hard
             reason = spend.refusal(_TOOLS)
             if reason is not None:
-                spend.exhausted = spend.exhausted or reason  # the run stops at its next model call
+                spend.refuse(reason)  # the run stops at its next model call
                 return error_result(call, f"not run: {exhausted_error(spend, None)}")
         for spend in scope.budgets:
             spend._add(_TOOLS, 1, scope.path)

@@ -9,9 +9,9 @@ from typing import Any
 import anyio
 import pytest
 
-from cognitive import CodeAction, Pattern
+from cognitive import CodeAction, Pattern, WithBudget
 from cognitive._code_action import extract_program, final_answer
-from loop import Role, State, Step, Text, UsageError, tool
+from loop import Budget, BudgetReport, Role, State, Step, Text, ToolFinished, ToolStarted, UsageError, tool
 from provider import Function, Scripted
 from sandbox import DockerSandbox, ExecResult, FunctionSandbox, SandboxConfig, SandboxError, UnsafeLocalSandbox
 from tests.sandbox.docker_env import docker_config  # noqa: F401  (the fixture)
@@ -186,6 +186,30 @@ async def test_a_real_program_calls_bridged_tools_and_answers_with_final() -> No
                              tools=[multiply, lookup]).run(QUESTION)
     assert state.answer == "forty-two = 42" and calls == ["lookup", "multiply"]
     assert state.outcome.data["CodeAction"] == {"attempts": 1, "tool_calls": 2}
+
+
+async def test_bridged_calls_are_published_and_charged_to_the_runs_budget(event_recorder: Any) -> None:
+    code = "from tools import multiply, final\nfinal(f\"{multiply(a=6, b=7):g} {multiply(a=1, b=2):g}\")"
+    step = Step(Scripted([program(code)]))
+    recorder = event_recorder(step)
+    agent = WithBudget(CodeAction(step, UnsafeLocalSandbox(), tools=[multiply]), Budget(max_tool_calls=10))
+    state = await agent.run(QUESTION)
+    assert state.answer == "42 2"
+    assert [e.call.name for e in recorder.of_type(ToolStarted)] == ["multiply", "multiply"]
+    assert [e.result.content for e in recorder.of_type(ToolFinished)] == ["42", "2"]
+    (report,) = recorder.of_type(BudgetReport)
+    assert report.spent.tool_calls == 2 and report.by_path["WithBudget/CodeAction"].tool_calls == 2
+
+
+async def test_a_bridged_call_past_the_budget_fails_in_the_program_and_the_run_ends_degraded() -> None:
+    code = ("from tools import multiply, ToolError\ntry:\n    multiply(a=1, b=1)\n    multiply(a=2, b=2)\n"
+            "except ToolError as e:\n    print('FINAL: refused:', e)\n")
+    step = Step(Scripted([program(code)]))
+    agent = WithBudget(CodeAction(step, UnsafeLocalSandbox(), tools=[multiply]), Budget(max_tool_calls=1))
+    state = await agent.run(QUESTION)
+    assert calls == ["multiply"]  # the second call never ran
+    assert state.answer is not None and "max_tool_calls=1 reached" in state.answer
+    assert state.degraded and "a call was refused" in state.outcome.reason
 
 
 async def test_each_repair_gets_a_fresh_tool_budget() -> None:
