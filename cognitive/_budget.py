@@ -49,9 +49,10 @@ class WithBudget:
         if not isinstance(state, State):
             raise UsageError(f"WithBudget runs on a loop.State, got {state!r}")
         budget = self.budget
-        with scope("WithBudget"), tracing.span("invoke_agent WithBudget", {
-                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "WithBudget",
-                "budget.name": budget.name}) as span:
+        tracer = tracing.current_tracer()
+        with scope("WithBudget"), tracing.NOOP_SPAN if tracer is None else tracing.start(
+                tracer, "invoke_agent WithBudget", {"gen_ai.operation.name": "invoke_agent",
+                                                    "gen_ai.agent.name": "WithBudget", "budget.name": budget.name}) as span:
             here = current_scope()
             spend = Spend(budget, here.line, here.task)
             spend.tip = state
@@ -106,7 +107,7 @@ class WithBudget:
     def _report(self, spend: Spend) -> None:
         runner = self.step or spend.runner
         events = getattr(runner, "events", None)
-        if events is not None:
+        if events is not None and events.has_subscribers:
             events.publish(BudgetReport(self.budget.name, spend.spent, spend.by_path, spend.exhausted))
 
     def __repr__(self) -> str:

@@ -45,6 +45,12 @@ def _price(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         raise UsageError(f"{attribute.name} must be a price >= 0 (US dollars per million tokens), got {value!r}")
 
 
+def _required_price(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None:
+        raise UsageError(f"{attribute.name} must be a price >= 0 (US dollars per million tokens), got None")
+    _price(instance, attribute, value)
+
+
 @attrs.frozen
 class Price:
     """What a model charges, in US dollars per million tokens (0 for a free or local model).
@@ -52,8 +58,8 @@ class Price:
     ``cached_input`` is the price of input read from the provider's prompt cache (``Usage.cache_read_tokens``,
     counted within ``input_tokens``); ``None`` charges it as plain input."""
 
-    input: float = attrs.field(validator=_price)
-    output: float = attrs.field(validator=_price)
+    input: float = attrs.field(validator=_required_price)
+    output: float = attrs.field(validator=_required_price)
     cached_input: float | None = attrs.field(default=None, validator=_price)
 
     def cost(self, usage: Usage) -> float:
@@ -148,10 +154,16 @@ class Spent:
         return Spent(*(a + b for a, b in zip(attrs.astuple(self), attrs.astuple(other))))
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in attrs.asdict(self).items() if v}
+        """The non-zero fields, as JSON data."""
+        return _row_dict(attrs.astuple(self))
 
 
 _TURNS, _TOOLS, _IN, _OUT, _CACHED, _COST = range(6)
+_FIELDS = ("turns", "tool_calls", "input_tokens", "output_tokens", "cached_tokens", "cost")
+
+
+def _row_dict(row: Any) -> dict[str, Any]:
+    return {name: value for name, value in zip(_FIELDS, row) if value}
 
 
 class Spend:
@@ -246,8 +258,8 @@ class Spend:
 
     def report(self) -> dict[str, Any]:
         """The spend as JSON data, for an outcome."""
-        out: dict[str, Any] = {"spent": self.spent.to_dict(),
-                               "by_path": {p: s.to_dict() for p, s in self.by_path.items()}}
+        out: dict[str, Any] = {"spent": _row_dict(self._total),
+                               "by_path": {p: _row_dict(row) for p, row in self._by_path.items()}}
         if self.budget is not None:
             out["budget"] = self.budget.name
         if self.exhausted is not None:

@@ -69,7 +69,7 @@ class Outcome:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"status": self.status}
-        if self.reason:
+        if self.reason and self.status != OK:
             out["reason"] = self.reason
         if self.data:
             out["data"] = dict(self.data)

@@ -28,12 +28,19 @@ if TYPE_CHECKING:
     from loop._budget import Spend
 
 
+_NO_TASK = object()  # what a worker thread is: no task, so it never owns a line
+
+
 def current_task() -> Any:
-    """An identity for the running task, cheap on asyncio (the task itself), any backend else."""
+    """An identity for the running task, cheap on asyncio (the task itself), any backend else; outside any
+    event loop (a sync tool's worker thread) an identity that owns no line."""
     try:
         return asyncio.current_task()
     except RuntimeError:  # not on asyncio
-        return anyio.get_current_task().id
+        try:
+            return anyio.get_current_task().id
+        except Exception:
+            return _NO_TASK
 
 
 class Line:
@@ -141,21 +148,28 @@ def with_budget(spend: Spend) -> _Enter:
 
 class Carried:
     """A scope captured in one task to be entered in another (``with carried:``), for work handed to a task
-    that already exists. The receiving task acts for the captured line: its turns count as that line's."""
+    that already exists. The receiving task acts for the captured line: its turns count as that line's. One
+    captured scope may be entered by several tasks at once (say, every worker of a pool)."""
 
-    __slots__ = ("scope", "_token")
+    __slots__ = ("scope", "_tokens")
 
     def __init__(self, scope: RunScope) -> None:
         self.scope = scope
-        self._token: Token[RunScope] | None = None
+        self._tokens: dict[Any, list[Token[RunScope]]] = {}
 
     def __enter__(self) -> RunScope:
-        self._token = _current.set(RunScope(self.scope.path, self.scope.budgets, self.scope.line,
-                                             None if self.scope.task is None else current_task()))
-        return _current.get()
+        task = current_task()
+        scope = self.scope
+        entered = RunScope(scope.path, scope.budgets, scope.line, None if scope.task is None else task)
+        self._tokens.setdefault(task, []).append(_current.set(entered))
+        return entered
 
     def __exit__(self, *exc_info: object) -> None:
-        _current.reset(self._token)  # type: ignore[arg-type]
+        task = current_task()
+        tokens = self._tokens[task]
+        _current.reset(tokens.pop())
+        if not tokens:
+            del self._tokens[task]
 
 
 def carry() -> Carried:

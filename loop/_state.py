@@ -12,9 +12,7 @@ from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
-import attrs
-
-from loop._outcome import DEGRADED, META_KEY, OK, Outcome, outcome_of_meta, split_old_meta
+from loop._outcome import DEGRADED, META_KEY, OK, STATUSES, Outcome, outcome_of_meta, split_old_meta
 from loop._parts import Part, Role, ToolCall, ToolResult, Usage
 from loop._turn import EMPTY, Turn
 from loop._scope import run_path
@@ -101,7 +99,8 @@ class State:
         so a wrapper never reports better than the run it wraps. Raises ``UsageError`` when there is no
         answer to record it on (no assistant turn, or a user turn after the last one).
         """
-        own = Outcome(status, reason, None if data is None else {run_path() if path is None else path: data})
+        if status not in STATUSES or not isinstance(reason, str):
+            Outcome(status, reason)  # raises the UsageError that names the problem
         trailing: list[Turn] = []
         node = self._node
         while node is not None and node.turn.role is not Role.ASSISTANT:
@@ -113,9 +112,17 @@ class State:
         if node is None:
             raise UsageError("cannot record an outcome: the state holds no assistant turn (no answer)")
         turn = node.turn
+        keyed = None if data is None else {run_path() if path is None else path: data}
         existing = outcome_of_meta(turn.meta)
-        combined = own if existing is None else existing.worse(own)
-        new = _Node(attrs.evolve(turn, meta={**turn.meta, META_KEY: combined.to_dict()}), node.prev)
+        if existing is None:  # the usual case, written directly as the stored form
+            record: dict[str, Any] = {"status": status}
+            if reason and status != OK:
+                record["reason"] = reason
+            if keyed:
+                record["data"] = keyed
+        else:
+            record = existing.worse(Outcome(status, reason, keyed)).to_dict()
+        new = _Node(Turn(turn.role, turn.parts, {**turn.meta, META_KEY: record}, turn.name), node.prev)
         for later in reversed(trailing):
             new = _Node(later, new)
         return State._make(new, self._meta)

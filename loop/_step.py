@@ -138,9 +138,12 @@ class Step:
             raise UsageError(f"progress must be an async function taking a State, got {progress!r}")
         if not isinstance(state, State):
             raise UsageError(f"a turn runs on a loop.State, got {state!r}")
+        opts = self._options.merge(options)
+        if opts.n is not None and opts.n > 1:
+            raise UsageError(f"a turn writes one answer, but its options ask for n={opts.n}; ask Step.sample for "
+                             "several")
         progress, hidden = begin_turn(progress)
         try:
-            opts = self._options.merge(options)
             scope = current_scope()
             budgets = scope.budgets
             if budgets:
@@ -201,7 +204,7 @@ class Step:
             raise UsageError(f"sample takes a number of samples n >= 1, got {n!r}")
         if not isinstance(state, State):
             raise UsageError(f"sample runs on a loop.State, got {state!r}")
-        opts = self._options.merge(options)
+        opts = attrs.evolve(self._options.merge(options), n=None)
         if n > 1 and getattr(self._provider, "supports_choices", False):
             return await self._sample_natively(state, n, opts)
         def job(index: int) -> Callable[[], Awaitable[State]]:
@@ -230,14 +233,19 @@ class Step:
         if missing:
             # A compatible server that ignores n answers once: the other samples are asked for one by one.
             single = attrs.evolve(opts, n=None)
-            results = await fan_out([functools.partial(self._answer_only, state, single) for _ in missing],
-                                    name="sample")
-            for index, result in zip(missing, results):
-                if result.error is not None:
-                    raise result.error
-                got[index] = result.state.turns[len(state)]  # type: ignore[union-attr]
+
+            async def ask(index: int) -> None:
+                with branch(f"sample {index + 1}"):
+                    got[index] = (await self._answer_only(state, single)).last
+
+            async with anyio.create_task_group() as group:
+                for index in missing:
+                    group.start_soon(ask, index)
         turns: list[Turn] = got  # type: ignore[assignment]
         states: list[State] = [state.append_turn(turn) for turn in turns]
+        if opts.run_tools is False:  # as Step.turn does: the calls stay open for someone else to decide on
+            return tuple(s.with_outcome(PENDING, "tool calls left pending: the sample was asked not to run tools")
+                         if s.pending_calls else s for s in states)
 
         async def tools(index: int) -> None:
             with branch(f"sample {index + 1}"):
@@ -340,6 +348,8 @@ class Step:
     def _reserve_turn(self, budgets: tuple[Spend, ...], scope: RunScope, state: State, opts: Options) -> None:
         model = self._model(opts)
         for spend in budgets:
+            if spend.runner is None:
+                spend.runner = self  # a step that can write the final answer, even if only branches ran
             spend.check_priced(model)
         try:
             reserve(budgets, _TURNS, scope.path, state)

@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 
-from loop import Delta, Provider, Request, UsageError, tracing
+from loop import Delta, Provider, Request, UsageError, charge, tracing
 from loop.errors import ProviderError
 
 _log = tracing.logger("provider.retry")
@@ -62,6 +62,11 @@ class Retry:
         self._sleep = sleep
         self._clock = clock
 
+    @property
+    def supports_choices(self) -> bool:
+        """Whether the wrapped provider can return several choices for one request."""
+        return bool(getattr(self.inner, "supports_choices", False))
+
     def stream(self, request: Request) -> AsyncIterator[Delta]:
         return self._stream(request)
 
@@ -81,6 +86,8 @@ class Retry:
             attempt += 1
             passed_on = False
             stream: Any = None
+            if attempt > 1:
+                charge(turns=1)  # the step charged the first attempt; every retry is one more model call
             try:
                 # Inside the try: a provider may fail in stream() itself, before returning an iterator.
                 stream = self.inner.stream(request)
