@@ -25,12 +25,14 @@ import logging
 import structlog
 
 from loop import tracing
-from tests.benchmarks import bench_mcp, bench_sandbox, bench_session, bench_state, bench_tools, bench_turn, bench_verify, bench_wire
+from tests.benchmarks import (bench_mcp, bench_runs, bench_sandbox, bench_session, bench_state, bench_tools,
+                              bench_turn, bench_verify, bench_wire)
 from tests.benchmarks._harness import Figure, render_table
 
 BENCHMARKS: dict[str, Callable[..., list[Figure]]] = {
     "turn": bench_turn.run,
     "tools": bench_tools.run,
+    "runs": bench_runs.run,
     "verify": bench_verify.run,
     "state": bench_state.run,
     "session": bench_session.run,

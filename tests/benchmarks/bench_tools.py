@@ -1,12 +1,20 @@
-"""(b) Tool calls in one turn run concurrently: 8 calls that each sleep 100 ms against 1 such call.
+"""(b) Tool calls: concurrency within a turn, and what a sync tool's worker thread costs.
 
-One ``Step.turn`` whose model (a ``provider.Function``) asks for ``nap(seconds=0.1)`` eight times, timed
-against the same turn asking for it once. The step runs a turn's calls in an anyio task group, so eight should
-cost about one. Target: <= 1.15x the one-call turn.
+Concurrency: one ``Step.turn`` whose model (a ``provider.Function``) asks for ``nap(seconds=0.1)`` eight
+times, timed against the same turn asking for it once. The step runs a turn's calls in an anyio task group, so
+eight should cost about one. Target: <= 1.15x the one-call turn.
+
+Sync tools: a turn calling a trivial sync ``@tool`` (run in a worker thread, so that a blocking one never
+blocks the event loop) against the same turn calling the same function written ``async``. Each sample times
+``TURNS`` turns. Target: <= 2x. The notes give the bare hand-off of a no-op to a parked thread and back,
+measured alongside: the part of the gap no thread hop can avoid.
 """
 
 from __future__ import annotations
 
+import asyncio
+import queue
+import threading
 from typing import Any
 
 import anyio
@@ -18,6 +26,8 @@ from tests.benchmarks._harness import Figure, interleave_async
 CALLS = 8
 NAP = 0.100
 TARGET = 1.15
+SYNC_TARGET = 2.0
+TURNS = 200
 
 
 @tool
@@ -29,6 +39,28 @@ async def nap(seconds: float) -> str:
     """
     await anyio.sleep(seconds)
     return "rested"
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers (sync: runs in a worker thread).
+
+    Args:
+        a: the first.
+        b: the second.
+    """
+    return a + b
+
+
+@tool
+async def add_async(a: int, b: int) -> int:
+    """Add two integers (async: runs on the event loop).
+
+    Args:
+        a: the first.
+        b: the second.
+    """
+    return a + b
 
 
 def make_step(calls: int, seconds: float) -> Step:
@@ -51,15 +83,71 @@ async def _measure(seconds: float, warmup: int, repeats: int) -> dict[str, float
     )
 
 
+def adding_step(adder: Any) -> Step:
+    """A step whose model calls ``adder`` once in its one reply."""
+    name = adder.spec.name
+    return Step(provider.Function(lambda request: provider.tool_call(name, {"a": 1, "b": 2})), tools=[adder])
+
+
+async def bare_handoffs(count: int) -> None:
+    """``count`` hand-offs of a no-op to a parked thread and back, with nothing else: a future, a queue, and
+    ``call_soon_threadsafe``."""
+    loop = asyncio.get_running_loop()
+    inbox: queue.SimpleQueue[asyncio.Future[None] | None] = queue.SimpleQueue()
+
+    def serve() -> None:
+        while (future := inbox.get()) is not None:
+            loop.call_soon_threadsafe(future.set_result, None)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    for _ in range(count):
+        future = loop.create_future()
+        inbox.put(future)
+        await future
+    inbox.put(None)
+    thread.join()
+
+
+async def _measure_sync(turns: int, warmup: int, repeats: int) -> dict[str, float]:
+    threaded, inline = adding_step(add), adding_step(add_async)
+    state = State().append(Role.USER, Text("Add one and two."))
+    for step in (threaded, inline):
+        (result,) = (await step.turn(state)).last.tool_results  # type: ignore[union-attr]
+        assert (result.content, result.is_error) == ("3", False), result
+
+    async def run_turns(step: Step) -> None:
+        for _ in range(turns):
+            await step.turn(state)
+
+    t = await interleave_async(
+        {"sync": lambda: run_turns(threaded), "async": lambda: run_turns(inline), "hop": lambda: bare_handoffs(turns)},
+        warmup=warmup, repeats=repeats,
+    )
+    return {name: seconds / turns for name, seconds in t.items()}
+
+
 def run(quick: bool = False) -> list[Figure]:
-    """Measure (b); ``quick`` uses 10 ms naps and one sample (for the smoke test)."""
+    """Measure (b); ``quick`` uses 10 ms naps, few turns and one sample (for the smoke test)."""
     seconds, warmup, repeats = (NAP / 10, 0, 1) if quick else (NAP, 1, 5)
     t = anyio.run(_measure, seconds, warmup, repeats, backend="asyncio")
+    turns, sync_warmup, sync_repeats = (10, 0, 1) if quick else (TURNS, 2, 9)
+    s = anyio.run(_measure_sync, turns, sync_warmup, sync_repeats, backend="asyncio")
     return [
         Figure(
             "(b) tools", f"turn with {CALLS} tool calls of {seconds * 1e3:g} ms", t["many"] * 1e3, "ms",
             t["one"] * 1e3, "turn with 1 call", high=TARGET, on_ratio=True, target_text=f"ratio <= {TARGET:g}x",
             notes=(f"anyio.sleep in each call; run one after another they would take {CALLS}x; median of {repeats}",),
+        ),
+        Figure(
+            "(b) tools", "turn calling a sync tool", s["sync"] * 1e6, "µs", s["async"] * 1e6,
+            "same turn, async tool", high=SYNC_TARGET, on_ratio=True, target_text=f"ratio <= {SYNC_TARGET:g}x",
+            notes=(
+                f"per turn, median of {sync_repeats} samples of {turns} turns; the sync tool runs in a worker thread",
+                f"a bare hand-off of a no-op to a parked thread and back (two thread wake-ups, nothing else) costs "
+                f"{s['hop'] * 1e6:.1f} µs here: the async turn plus that alone would be "
+                f"{(s['async'] + s['hop']) / s['async']:.2f}x; where the OS puts the two threads moves it run to run",
+            ),
         ),
     ]
 
