@@ -272,6 +272,14 @@ _NO_LIMITS = Budget()
 
 def reserve(budgets: tuple[Spend, ...], index: int, path: str, state: State | None) -> None:
     """Reserve one turn or tool call in every budget, or none: a refusal exhausts that budget and raises."""
+    if len(budgets) == 1:  # the usual case, in one pass
+        spend = budgets[0]
+        reason = spend.refusal(index)
+        if reason is not None:
+            spend.exhaust(reason)
+            raise exhausted_error(spend, state)
+        spend._add(index, 1, path)
+        return
     for spend in budgets:
         reason = spend.refusal(index)
         if reason is not None:

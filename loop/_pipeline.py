@@ -169,13 +169,15 @@ class ToolPipeline:
         if isinstance(arguments, str):
             return error_result(call, arguments)
         scope = current_scope()
-        for spend in scope.budgets:  # reserved before the call, to the path that made it: the limit is hard
-            reason = spend.refusal(_TOOLS)
-            if reason is not None:
-                spend.refuse(reason)  # the run stops at its next model call
-                return error_result(call, f"not run: {exhausted_error(spend, None)}")
-        for spend in scope.budgets:
-            spend._add(_TOOLS, 1, scope.path)
+        budgets = scope.budgets
+        if budgets:  # reserved before the call, to the path that made it: the limit is hard
+            for spend in budgets:
+                reason = spend.refusal(_TOOLS)
+                if reason is not None:
+                    spend.refuse(reason)  # the run stops at its next model call
+                    return error_result(call, f"not run: {exhausted_error(spend, None)}")
+            for spend in budgets:
+                spend._add(_TOOLS, 1, scope.path)
         timeout = getattr(tool, "timeout", None) or self.timeout
         try:
             # The tool runs in a branch of its own: an agent it runs is never taken for the caller's conversation.

@@ -162,8 +162,9 @@ class Step:
                 usage = turn.usage
                 if usage is not None:
                     passed = charge_usage(budgets, usage, turn.meta.get("model") or self._model(opts), scope.path)
-                self._follow(scope, state)
             calls = turn.tool_calls
+            if budgets and (not calls or opts.run_tools is False):
+                self._follow(scope, state)  # (a turn that runs tools is followed once they are answered)
             if calls and opts.run_tools is False:
                 # The calls stay open for someone else to decide on (an approval, a planner).
                 return state.with_outcome(PENDING, f"{len(calls)} tool call{'s' if len(calls) > 1 else ''} "
@@ -174,6 +175,8 @@ class Step:
                     results = tuple(error_result(c, f"not run: {exhausted_error(passed, None)}") for c in calls)
                 else:
                     if progress is not None:
+                        if budgets:
+                            self._follow(scope, state)  # the report may be where the run is stopped
                         await progress(state)
                     results = await self._pipeline.run(
                         calls, disabled=opts.tool_choice == "none",
