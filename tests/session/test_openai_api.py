@@ -1,5 +1,6 @@
 """The OpenAI-compatible endpoint, driven in process by the official ``openai`` client."""
 
+import functools
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -11,7 +12,7 @@ import openai
 import pytest
 
 from cognitive import ReAct, WithVerification, new_turn_processor, react_factory
-from loop import Request, Role, Text, TextDelta, ToolCall, ToolResult, Usage, tool
+from loop import Request, Role, Text, TextDelta, ToolCall, ToolResult, Usage, fan_out, tool
 from loop.errors import ServerError
 from provider import Function, Scripted, tool_call
 from session import Manager, MemoryStore, step_factory
@@ -345,6 +346,23 @@ async def test_the_streamed_content_always_ends_with_the_final_answer() -> None:
         branched = await collect(s.client)
     assert content(cached) == "from the cache" and finishes(cached) == ["stop"]
     assert content(branched) == "draft one\n\ndraft two\n\ndraft one"
+
+
+async def test_five_streamed_samples_never_interleave_the_content_is_the_final_answer() -> None:
+    async def vote(executor: Any, state: Any) -> Any:  # five samples as branches; the majority is the answer
+        results = await fan_out([functools.partial(executor.turn, state)] * 5, name="sample")
+        answers = [r.state.answer for r in results]
+        best = max(set(answers), key=answers.count)
+        return next(r.state for r in results if r.state.answer == best)
+
+    def sampler(request: Request) -> str:  # samples 1, 3 and 5 agree; each answer streams in small chunks
+        return "forty-two is the answer" if request.path.endswith(("1", "3", "5")) else f"maybe {request.path}"
+
+    async with serving(Function(sampler, chunk_size=4), processor=vote) as s:
+        chunks = await collect(s.client)
+        stored = await s.store.sessions()
+    assert content(chunks) == "forty-two is the answer" and finishes(chunks) == ["stop"]
+    assert stored == []  # a per-request conversation: nothing kept, nothing of the branches either
 
 
 async def test_a_quiet_stream_is_kept_alive_with_comments_clients_ignore() -> None:
