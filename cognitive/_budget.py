@@ -6,9 +6,21 @@ from typing import Any
 
 import anyio
 
-from loop import Budget, BudgetReport, Options, Role, State, Text, ToolResult, UsageError, current_scope, scope, tracing
-from loop._budget import Spend, exhausted_error
-from loop._scope import with_budget
+from loop import (
+    Budget,
+    BudgetReport,
+    Options,
+    Role,
+    Spend,
+    State,
+    Text,
+    ToolResult,
+    UsageError,
+    charging,
+    current_scope,
+    scope,
+    tracing,
+)
 from loop.errors import BudgetExhausted
 
 _FINAL = Options(tool_choice="none")
@@ -61,7 +73,7 @@ class WithBudget:
                 if budget.deadline is not None:
                     cancel.deadline = anyio.current_time() + budget.deadline
                 spend.cancel_scope = cancel
-                with with_budget(spend):
+                with charging(spend):
                     try:
                         result = await self.inner.run(state)
                     except BaseException as exc:
@@ -85,13 +97,13 @@ class WithBudget:
         base = spend.tip or start
         if self.raise_on_exhausted or runner is None:
             self._report(spend)
-            raise exhausted_error(spend, base)
+            raise spend.error(base)
         pending = base.pending_calls
         if pending:  # the run stopped between a model's calls and their results: answer them first
             base = base.append(Role.TOOL, *(ToolResult(c.id, c.name, "error: not run: the budget ran out",
                                                        is_error=True) for c in pending))
         spend.closed = True  # the final answer is charged and reported, never refused
-        with with_budget(spend):
+        with charging(spend):
             note = Text(NOTE.format(reason=spend.exhausted))
             submit = getattr(runner, "submit", None)
             if callable(submit):

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
-from collections.abc import Iterable
-
-import itertools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from loop import Options, Role, State, Text, Tool, ToolCall, ToolPipeline, ToolSpec, TurnExecutor, UsageError, scope, tracing
-from loop._tools import json_default
 from sandbox import ExecResult, Sandbox, ToolBridge, accepts_tools
 
 _NO_TOOLS = Options(tool_choice="none")  # tools are reached from the program, not called by the model
@@ -193,6 +190,6 @@ class _Bridged:
         self._pipeline = pipeline
 
     async def call(self, arguments: Mapping[str, Any]) -> Any:
-        raw = json.dumps(dict(arguments), ensure_ascii=False, default=json_default)
+        raw = json.dumps(dict(arguments), ensure_ascii=False)  # the bridge parsed them from JSON
         call = ToolCall(f"bridge_{next(self._ids)}", self.spec.name, raw)
         return await self._pipeline.invoke(call, arguments)

@@ -15,7 +15,7 @@ from loop._events import (
     TurnFailed,
     TurnStarted,
 )
-from loop._budget import PRICES, Budget, Price, Spent, charge
+from loop._budget import PRICES, Budget, Price, Spend, Spent, charge
 from loop._fanout import BranchResult, as_completed, fan_out
 from loop._outcome import Outcome
 from loop._output import OutputType
@@ -39,7 +39,7 @@ from loop._protocols import (
     UseTool,
 )
 from loop._pipeline import ToolPipeline
-from loop._scope import Carried, RunScope, branch, carry, current_scope, main_line, run_path, scope
+from loop._scope import Carried, RunScope, branch, carry, charging, current_scope, main_line, run_path, scope
 from loop._state import State
 from loop._step import Step, Transform
 from loop._tokens import TokenCounter, approx_tokens
@@ -71,6 +71,7 @@ __all__ = [
     "Request",
     "Role",
     "RunScope",
+    "Spend",
     "Spent",
     "Stamped",
     "State",
@@ -105,6 +106,7 @@ __all__ = [
     "branch",
     "carry",
     "charge",
+    "charging",
     "current_scope",
     "fan_out",
     "main_line",

@@ -168,7 +168,13 @@ def _row_dict(row: Any) -> dict[str, Any]:
 
 class Spend:
     """The live spend of one run against ``budget`` (``None``: a tally that only counts, as each fan-out
-    branch keeps). Kept per run path, discarded branches included. Internal to the step and ``WithBudget``."""
+    branch keeps), kept per run path, discarded branches included.
+
+    A pattern that owns a budget (``cognitive.WithBudget``) makes one per run and charges what runs inside
+    with ``with loop.charging(spend):``. ``exhausted`` says why it ran out (``None`` while it has not),
+    ``refused`` whether a call was refused for it, ``tip`` is the latest state of the line it was opened on,
+    ``runner`` a step that ran on it, and ``cancel_scope`` is cancelled when it runs out. The step and the
+    tool pipeline do the charging."""
 
     __slots__ = ("budget", "_total", "_by_path", "exhausted", "refused", "cancel_scope", "line", "task", "tip",
                  "runner", "closed")
@@ -255,6 +261,10 @@ class Spend:
     @property
     def by_path(self) -> Mapping[str, Spent]:
         return MappingProxyType({path: Spent(*row) for path, row in self._by_path.items()})
+
+    def error(self, state: State | None) -> BudgetExhausted:
+        """The ``BudgetExhausted`` saying this budget ran out, carrying ``state``."""
+        return exhausted_error(self, state)
 
     def report(self) -> dict[str, Any]:
         """The spend as JSON data, for an outcome."""

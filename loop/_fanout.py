@@ -17,7 +17,7 @@ import attrs
 
 from loop._budget import Spend, Spent
 from loop._outcome import FAILED, OK, Outcome
-from loop._scope import branch, with_budget
+from loop._scope import branch, charging
 from loop._state import State
 from loop.errors import UsageError
 
@@ -73,7 +73,7 @@ async def run_branch(index: int, job: Job, name: str) -> BranchResult:
         tally = Spend(None)
         state: State | None = None
         error: Exception | None = None
-        with with_budget(tally):
+        with charging(tally):
             try:
                 result = await job()
             except Exception as exc:

@@ -140,8 +140,9 @@ def main_line(name: str | None = None) -> _Enter:
     return _Enter(RunScope(path, parent.budgets, Line(main=True), current_task()))
 
 
-def with_budget(spend: Spend) -> _Enter:
-    """Make ``spend`` one more budget charged by everything run in the block."""
+def charging(spend: Spend) -> _Enter:
+    """``with charging(spend):`` — everything run in the block is charged to ``spend`` too (and to every
+    budget already charged here)."""
     parent = _current.get()
     return _Enter(RunScope(parent.path, (*parent.budgets, spend), parent.line, parent.task))
 

@@ -11,7 +11,7 @@ import anyio
 import attrs
 
 from loop import tracing
-from loop._accumulate import Accumulator
+from loop._accumulate import Accumulator, stream_choices
 from loop._budget import _TURNS, Spend, charge_usage, exhausted_error, reserve
 from loop._fanout import fan_out
 from loop._events import EventBus, TurnCompleted, TurnFailed, TurnStarted
@@ -24,7 +24,7 @@ from loop._scope import RunScope, branch, current_scope, current_task
 from loop._state import State
 from loop._tools import Tool
 from loop._turn import Turn
-from loop.errors import BudgetExhausted, StreamError, UsageError
+from loop.errors import BudgetExhausted, UsageError
 
 Transform = Callable[[State], Union[State, Awaitable[State]]]
 """A view of the conversation for the model: ``State -> State``, sync or async. It never rewrites history."""
@@ -227,7 +227,7 @@ class Step:
             if budgets:
                 self._reserve_turn(budgets, scope, state, opts)
             view = await self.view(state) if self._async_view else self._view(state)
-            got = await self._stream_choices(Request(view.turns, self._specs, opts, scope.path), opts, n)
+            got = await stream_choices(self._provider, Request(view.turns, self._specs, opts, scope.path), self.events, n)
             if budgets:
                 usage = sum((t.usage for t in got if t is not None and t.usage is not None), Usage())
                 model = next((t.meta.get("model") for t in got if t is not None and t.meta.get("model")), None)
@@ -264,34 +264,6 @@ class Step:
                 for index in calling:
                     group.start_soon(tools, index)
         return tuple(states)
-
-    async def _stream_choices(self, request: Request, opts: Options, n: int) -> list[Turn | None]:
-        bus = self.events
-        accs = [Accumulator() for _ in range(n)]
-        seen: set[int] = set()
-        stream = self._provider.stream(request)
-        try:
-            try:
-                async for delta in stream:
-                    choice = delta.choice
-                    if not 0 <= choice < n:
-                        raise StreamError(f"the provider streamed choice {choice} of a request for {n} choices")
-                    accs[choice].add(delta)
-                    seen.add(choice)
-                    bus.publish(delta)
-            finally:
-                aclose = getattr(stream, "aclose", None)
-                if aclose is not None:
-                    with anyio.CancelScope(shield=True):
-                        await aclose()
-        except BaseException as exc:
-            bus.publish(TurnFailed(exc))
-            raise
-        turns: list[Turn | None] = [acc.turn(opts.model) if index in seen else None for index, acc in enumerate(accs)]
-        for turn in turns:
-            if turn is not None:
-                bus.publish(TurnCompleted(turn))
-        return turns
 
     async def _answer_only(self, state: State, opts: Options) -> State:
         """``state`` with the model's next turn appended, its tool calls not run (a sample's tools run later)."""

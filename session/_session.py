@@ -6,9 +6,9 @@ import itertools
 import secrets
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from types import MappingProxyType
-from typing import Any, Union
+from typing import Union
 
 import anyio
 import anyio.abc
@@ -19,14 +19,12 @@ from loop import (
     Part,
     Role,
     State,
-    Step,
     Text,
     ToolResult,
     TurnExecutor,
     UsageError,
     current_scope,
     main_line,
-    on_progress,
     tracing,
 )
 from loop._wake import Wake
@@ -38,33 +36,13 @@ from session._events import (
     MessageStarted,
     TurnStored,
 )
+from session._mainline import Persisting, describe, extends
 from session._store import MemoryStore, Store
 
 TurnProcessor = Callable[[TurnExecutor, State], Awaitable[State]]
 Message = Union[str, Part, Sequence[Part]]
 _log = tracing.logger("session")
 INTERRUPTED = "interrupted: the process stopped before this tool call finished"
-
-
-def extends(state: State, base: State) -> bool:
-    """Whether ``state`` holds every turn of ``base`` first, meta included, except that an answer there may
-    since have been given an outcome (a wrapper records it on the stored answer turn)."""
-    size = len(base)
-    if len(state) < size:
-        return False
-    shared = state.common_prefix(base)
-    if shared == size:
-        return True  # the usual case: the same turns, found by identity
-    mine = state.prefix(size).turns[shared:]
-    return all(a == b and _sans_outcome(a.meta) == _sans_outcome(b.meta) for a, b in zip(mine, base.turns[shared:]))
-
-
-def _sans_outcome(meta: Mapping[str, Any]) -> Mapping[str, Any]:
-    return {k: v for k, v in meta.items() if k != "outcome"} if "outcome" in meta else meta
-
-
-def _describe(value: object) -> str:
-    return repr(value) if isinstance(value, State) else f"{type(value).__name__} {value!r}"[:200]
 
 
 class SessionBusy(LoopError):
@@ -118,46 +96,6 @@ def _parts(message: Message) -> tuple[Part, ...]:
     return parts
 
 
-class _Persisting:
-    """The executor a session's processor sees: the session's step, with every main-line turn written to the
-    store as soon as it completes, and the open tool calls of an interrupted turn answered and written too.
-
-    Only the main line is stored: turns run in a branch, a tool, a verifier or a task the message's worker
-    does not own, and turns on a state that does not extend the stored conversation (a helper agent's fresh
-    state), run as usual but never reach the store."""
-
-    def __init__(self, session: Session) -> None:
-        self._session = session
-        self._report = session._persist  # one bound method for every turn's progress reports
-
-    @property
-    def events(self) -> Any:
-        """The session step's event bus, for patterns that publish on it (budget reports, bridged calls)."""
-        return getattr(self._session.step, "events", None)
-
-    async def turn(self, state: State, options: Any = None) -> State:
-        # The step reports the assistant's turn before its tools run, and the "cancelled" results if it is
-        # interrupted while they run; both are stored, so the stored history is what happened and valid.
-        session = self._session
-        step = session.step
-        if not session._stores(state):
-            return await step.turn(state, options)
-        if type(step) is Step:
-            out = await step.turn(state, options, progress=self._report)
-        else:
-            with on_progress(self._report):  # any other executor: the steps it runs report through the context
-                out = await step.turn(state, options)
-        await self._session._persist(out)
-        return out
-
-    async def submit(self, state: State, role: Role, *parts: Part, meta: Mapping[str, Any] | None = None) -> State:
-        session = self._session
-        out = await session.step.submit(state, role, *parts, meta=meta)
-        if session._stores(state):
-            await session._persist(out)
-        return out
-
-
 class Session:
     """One conversation: a FIFO of user messages served one at a time by a worker.
 
@@ -185,7 +123,7 @@ class Session:
         self.store = store
         self.events = events if events is not None else EventBus()
         self._stored = state if state is not None else State()
-        self._executor = _Persisting(self)
+        self._executor = Persisting(self)
         if queue_size < 0:
             raise UsageError(f"queue_size must be >= 0, got {queue_size!r}")
         self._queue_size = queue_size
@@ -355,7 +293,7 @@ class Session:
                     if state is not self._stored:  # usually it is: every turn was stored as it completed
                         if not isinstance(state, State) or not extends(state, asked):
                             raise UsageError(
-                                f"the turn processor returned {_describe(state)}, which does not extend the "
+                                f"the turn processor returned {describe(state)}, which does not extend the "
                                 "conversation it was given; nothing of it was stored (a processor returns the "
                                 "state it was given with the new turns appended)")
                         await self._persist(state, rewind=True)  # it becomes the conversation

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 
 import provider
-from cognitive import ReAct, WithBudget
+from cognitive import WithBudget
 from loop import (
     Budget,
     BudgetReport,

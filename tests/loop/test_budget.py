@@ -31,7 +31,7 @@ from loop import (
     tool,
 )
 from loop._budget import Spend, price_of
-from loop._scope import with_budget
+from loop._scope import charging
 from loop.errors import BudgetExhausted
 from provider import Function, tool_call
 
@@ -93,7 +93,7 @@ def test_a_free_model_can_be_priced_at_zero() -> None:
 async def test_max_cost_works_with_a_free_model() -> None:
     spend = Spend(Budget(max_cost=0.01, prices={"local": Price(0, 0)}))
     step = Step(answering("local", Usage(10_000, 10_000)), options=Options(model="local"))
-    with with_budget(spend):
+    with charging(spend):
         await step.turn(await step.turn(START))
     assert spend.spent.cost == 0.0 and spend.exhausted is None and spend.spent.turns == 2
 
@@ -136,7 +136,7 @@ def test_spent_adds_up_and_drops_zeros_in_json() -> None:
 async def test_a_turn_is_charged_to_every_enclosing_budget_under_its_path() -> None:
     outer, inner = Spend(Budget(name="outer")), Spend(Budget(name="inner"))
     step = Step(answering("gpt-4o", Usage(100, 10)))
-    with loop.scope("A"), with_budget(outer), loop.scope("B"), with_budget(inner):
+    with loop.scope("A"), charging(outer), loop.scope("B"), charging(inner):
         await step.turn(START)
     expected = Spent(turns=1, input_tokens=100, output_tokens=10, cost=(100 * 2.5 + 10 * 10) / 1e6)
     assert outer.spent == inner.spent == expected
@@ -153,7 +153,7 @@ async def test_the_turn_limit_is_hard() -> None:
 
     step = Step(Function(answer))
     state = START
-    with with_budget(spend), step.events.subscribe(buffer=None) as sub:
+    with charging(spend), step.events.subscribe(buffer=None) as sub:
         state = await step.turn(state)
         state = await step.turn(state)
         with pytest.raises(BudgetExhausted, match="budget 'tight' ran out: max_turns=2 reached") as caught:
@@ -177,7 +177,7 @@ async def test_token_limits_are_soft_and_a_passing_responses_calls_are_not_run()
         return "seen"
 
     step = Step(Function(lambda request: next(replies)), tools=[look])
-    with with_budget(spend):
+    with charging(spend):
         state = await step.turn(START)
         assert spend.exhausted is None and ran == ["look"]
         state = await step.turn(state)
@@ -195,7 +195,7 @@ async def test_token_limits_are_soft_and_a_passing_responses_calls_are_not_run()
 async def test_input_token_limit_is_soft() -> None:
     spend = Spend(Budget(max_input_tokens=50))
     step = Step(answering(None, Usage(40, 1)))
-    with with_budget(spend):
+    with charging(spend):
         state = await step.turn(await step.turn(START))
         assert state.answer == "done" and spend.spent.input_tokens == 80
         assert spend.exhausted == "max_input_tokens=50 passed (80 spent)"
@@ -206,7 +206,7 @@ async def test_cost_is_priced_by_the_model_that_answered() -> None:
     # Asked for gpt-4o; the response says gpt-4o-mini answered, with 400 of 1000 input tokens from the cache.
     step = Step(answering("gpt-4o-mini-2024-07-18", Usage(1000, 100, cache_read_tokens=400)),
                 options=Options(model="gpt-4o"))
-    with with_budget(spend):
+    with charging(spend):
         state = await step.turn(START)
     assert state.last.meta["model"] == "gpt-4o-mini-2024-07-18"  # type: ignore[union-attr]
     mini = PRICES["gpt-4o-mini"]
@@ -217,7 +217,7 @@ async def test_cost_is_priced_by_the_model_that_answered() -> None:
 async def test_custom_prices_are_used() -> None:
     spend = Spend(Budget(max_cost=0.001, prices={"house-model": Price(1.0, 2.0)}))
     step = Step(answering("house-model", Usage(600, 300)), options=Options(model="house-model"))
-    with with_budget(spend):
+    with charging(spend):
         state = await step.turn(START)
         assert spend.spent.cost == pytest.approx((600 * 1.0 + 300 * 2.0) / 1e6)
         assert spend.exhausted is not None and spend.exhausted.startswith("max_cost=0.001 passed")
@@ -233,20 +233,20 @@ async def test_max_cost_with_an_unpriced_requested_model_is_a_usage_error_before
         return "x"
 
     step = Step(Function(answer), options=Options(model="my-local-model"))
-    with with_budget(Spend(Budget(max_cost=1.0))), pytest.raises(UsageError, match="my-local-model"):
+    with charging(Spend(Budget(max_cost=1.0))), pytest.raises(UsageError, match="my-local-model"):
         await step.turn(START)
     assert asked == []
 
 
 async def test_max_cost_with_an_unpriced_answering_model_is_a_usage_error() -> None:
     step = Step(answering("surprise-model", Usage(10, 10)), options=Options(model="gpt-4o"))
-    with with_budget(Spend(Budget(max_cost=1.0))), pytest.raises(UsageError, match="surprise-model"):
+    with charging(Spend(Budget(max_cost=1.0))), pytest.raises(UsageError, match="surprise-model"):
         await step.turn(START)
 
 
 async def test_without_max_cost_an_unpriced_model_costs_nothing() -> None:
     spend = Spend(Budget(max_turns=5))
-    with with_budget(spend):
+    with charging(spend):
         await Step(answering("my-local-model", Usage(10, 10))).turn(START)
     assert spend.spent == Spent(turns=1, input_tokens=10, output_tokens=10)
 
@@ -268,7 +268,7 @@ def test_charge_outside_any_budget_does_nothing() -> None:
 
 def test_charge_outside_a_step_reaches_every_budget_under_the_current_path() -> None:
     outer, inner = Spend(Budget(max_turns=3)), Spend(Budget(max_tool_calls=1, name="inner"))
-    with loop.scope("Retry"), with_budget(outer), with_budget(inner):
+    with loop.scope("Retry"), charging(outer), charging(inner):
         loop.charge(turns=1, tool_calls=1, usage=Usage(1000, 0, cache_read_tokens=1000), model="gpt-4o")
         expected = Spent(turns=1, tool_calls=1, input_tokens=1000, cached_tokens=1000, cost=1000 * 1.25 / 1e6)
         assert outer.spent == inner.spent == expected
@@ -295,7 +295,7 @@ async def test_every_provider_attempt_is_charged_retries_included() -> None:
 
     spend = Spend(Budget(max_turns=5))
     step = Step(Retry(Function(flaky), sleep=no_wait))
-    with with_budget(spend):
+    with charging(spend):
         state = await step.turn(START)
     assert state.answer == "answered on the second try" and attempts == 2
     assert spend.spent.turns == 2

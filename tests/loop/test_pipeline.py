@@ -187,12 +187,12 @@ async def test_the_pipeline_is_what_turns_use() -> None:
 async def test_calls_are_charged_to_every_budget_and_refused_past_a_tool_call_limit() -> None:
     # The budgets a WithBudget would open, made by hand: the pipeline charges whatever the scope holds.
     from loop._budget import Spend
-    from loop._scope import with_budget
+    from loop._scope import charging
 
     outer = Spend(loop.Budget(max_tool_calls=5, name="outer"))
     inner = Spend(loop.Budget(max_tool_calls=2, name="inner"))
     calls = [ToolCall(f"c{i}", "add", '{"a": 1, "b": 1}') for i in range(3)]
-    with loop.scope("Worker"), with_budget(outer), with_budget(inner):
+    with loop.scope("Worker"), charging(outer), charging(inner):
         results = await step().pipeline.run(calls)
     refused = [r for r in results if r.is_error]
     assert len(refused) == 1 and sum(not r.is_error for r in results) == 2

@@ -25,7 +25,7 @@ from loop import (
     tool,
 )
 from loop._budget import Spend
-from loop._scope import with_budget
+from loop._scope import charging
 from provider import Function, tool_call
 
 START = State().append(Role.USER, Text("pick a number"))
@@ -144,7 +144,7 @@ async def test_sample_asks_a_provider_with_choices_once() -> None:
 async def test_native_samples_are_charged_once() -> None:
     provider = Recorded(counting(usage_once=Usage(100, 20)))
     spend = Spend(loop.Budget(max_turns=1))
-    with loop.scope("Vote"), with_budget(spend):
+    with loop.scope("Vote"), charging(spend):
         samples = await Step(provider).sample(START, 5)
     assert len(provider.requests) == 1 and provider.requests[0].path == "Vote/samples"
     assert spend.spent == loop.Spent(turns=1, input_tokens=100, output_tokens=20), "one request, one turn"
@@ -192,7 +192,7 @@ async def test_without_a_seed_no_seed_is_invented() -> None:
 
 async def test_each_of_n_requests_is_charged() -> None:
     spend = Spend(loop.Budget())
-    with with_budget(spend):
+    with charging(spend):
         await Step(OneAtATime()).sample(START, 3)
     assert spend.spent.turns == 3
     assert set(spend.by_path) == {"sample 1", "sample 2", "sample 3"}
@@ -305,7 +305,7 @@ async def test_native_samples_tool_calls_are_charged() -> None:
     counter = itertools.count()
     step, _ = tools_step(lambda: Function(lambda request: [tool_call("roll", {"sides": 6}, id=f"r{next(counter)}")]))
     spend = Spend(loop.Budget())
-    with with_budget(spend):
+    with charging(spend):
         await step.sample(START, 3)
     assert spend.spent.turns == 1 and spend.spent.tool_calls == 3
     assert {p: s.tool_calls for p, s in spend.by_path.items() if s.tool_calls} == {
