@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from loop import Part, Role, State, Step, on_progress
+from loop import Part, Role, State, Step, Text, ToolResult, on_progress
 
 if TYPE_CHECKING:
     from session._session import Session
@@ -71,3 +71,26 @@ class Persisting:
         if session._stores(state):
             await session._persist(out)
         return out
+
+
+def failed_conversation(stored: State, exc: Exception, message_id: str) -> State | None:
+    """The conversation to store for message ``message_id`` whose run raised ``exc``: the outcome ``failed``
+    on an answer the failed run carries (a verification that never passed), else on a short assistant turn
+    saying the run failed, so the conversation records it and stays valid to send to a model (open tool calls
+    are answered first). ``None`` when the message's own turn never reached the store: nothing to record."""
+    reason = f"{type(exc).__name__}: {exc}"[:2000]
+    carried = getattr(exc, "state", None)
+    base = carried if isinstance(carried, State) and extends(carried, stored) else stored
+    asked = next((t for t in base.reversed() if t.role is Role.USER), None)
+    if asked is None or asked.meta.get("message_id") != message_id:
+        return None
+    last = base.last
+    if last is None or base.outcome is not None or last.role is not Role.ASSISTANT or base.pending_calls:
+        pending = base.pending_calls
+        if pending:
+            base = base.append(Role.TOOL, *(ToolResult(c.id, c.name, "error: not run: the run failed", is_error=True)
+                                            for c in pending))
+        if last is None or last.role is not Role.ASSISTANT or pending:
+            base = base.append(Role.ASSISTANT, Text(f"(no answer: the run failed with {reason})"),
+                               meta={"kind": "failure"})
+    return base.with_outcome("failed", reason, path="")

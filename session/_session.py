@@ -36,7 +36,7 @@ from session._events import (
     MessageStarted,
     TurnStored,
 )
-from session._mainline import Persisting, describe, extends
+from session._mainline import Persisting, describe, extends, failed_conversation
 from session._store import MemoryStore, Store
 
 TurnProcessor = Callable[[TurnExecutor, State], Awaitable[State]]
@@ -317,29 +317,13 @@ class Session:
         return current_scope().on_main_line and extends(state, self._stored)
 
     async def _record_failure(self, exc: Exception, message_id: str) -> None:
-        """Store how a message failed: the outcome ``failed`` on an answer that a failed run carries (a
-        verification that never passed), else on a short assistant turn saying the run failed, so the
-        conversation records it and stays valid to send to a model (open tool calls are answered first).
-        A message whose own turn never reached the store leaves the conversation as it is."""
-        reason = f"{type(exc).__name__}: {exc}"[:2000]
-        carried = getattr(exc, "state", None)
-        base = carried if isinstance(carried, State) and extends(carried, self._stored) else self._stored
-        asked = next((t for t in base.reversed() if t.role is Role.USER), None)
-        if asked is None or asked.meta.get("message_id") != message_id:
-            return
-        last = base.last
-        if last is None or base.outcome is not None or last.role is not Role.ASSISTANT or base.pending_calls:
-            pending = base.pending_calls
-            if pending:
-                base = base.append(Role.TOOL, *(ToolResult(c.id, c.name, "error: not run: the run failed",
-                                                           is_error=True) for c in pending))
-            if last is None or last.role is not Role.ASSISTANT or pending:
-                base = base.append(Role.ASSISTANT, Text(f"(no answer: the run failed with {reason})"),
-                                   meta={"kind": "failure"})
-        try:
-            await self._persist(base.with_outcome("failed", reason, path=""))
-        except Exception as error:  # the store is what failed: the message's own failure is reported anyway
-            _log.warning("could not store a failed message's outcome", session=self.id, error=repr(error))
+        """Store how a message failed (see ``failed_conversation``)."""
+        failed = failed_conversation(self._stored, exc, message_id)
+        if failed is not None:
+            try:
+                await self._persist(failed)
+            except Exception as error:  # the store is what failed: the message's own failure is reported anyway
+                _log.warning("could not store a failed message's outcome", session=self.id, error=repr(error))
 
     def _finish(self, item: _Message, result: State | BaseException | None) -> None:
         item.finish(result)

@@ -24,7 +24,7 @@ from loop import (
 from loop._accumulate import Accumulator
 from loop.errors import StreamError
 from provider import OpenAICompatible
-from provider._openai import wire_name
+from provider._openai_messages import wire_name
 from tests.provider.wire.openai_client import ASK, MODEL, TOOLS, ask, chunk, collect, connect, sse
 from tests.provider.wire.server import WireServer, fixture
 
