@@ -1,20 +1,37 @@
 """The framework's exceptions, all raised from one base.
 
-    LoopError                  base of everything the framework raises on purpose
-    ├── UsageError             the framework was called wrongly (bad argument, wrong wiring, bad JSON)
-    ├── ProviderError          a provider could not produce a response; carries status, body, retryable
-    │   ├── AuthenticationError    the key is missing, wrong or lacks permission (401, 403)
-    │   ├── BadRequestError        the server rejected the request as sent (400, 404, 413, 422)
-    │   ├── RateLimitError         too many requests (429); carries retry_after
-    │   ├── ServerError            the server failed (5xx)
-    │   │   └── OverloadedError    the server is overloaded (503, 529); carries retry_after
-    │   ├── ProviderTimeout        connecting or reading took too long
-    │   ├── ProviderUnreachable    no connection could be made
-    │   ├── StreamError            the response stream broke its contract (cut short, malformed, unknown delta)
-    │   └── ScriptExhausted        a scripted provider was asked for more replies than it holds
-    ├── BudgetExhausted        a budget ran out; carries the partial ``state``
-    ├── VerificationError      a verifier reported ERROR (broken infrastructure); carries state and results
-    └── VerificationFailed     verifiers still FAIL after every retry; carries the final state and results
+    LoopError                      base of everything the framework raises on purpose
+    ├── UsageError                 the framework was called wrongly (bad argument, wrong wiring, bad JSON)
+    │   └── CassetteMismatch           (provider) a request differs from the recorded one
+    ├── ProviderError              a provider could not produce a response; carries status, body, retryable
+    │   ├── AuthenticationError        the key is missing, wrong or lacks permission (401, 403)
+    │   ├── BadRequestError            the server rejected the request as sent (400, 404, 413, 422)
+    │   ├── RateLimitError             too many requests (429); carries retry_after
+    │   ├── ServerError                the server failed (5xx)
+    │   │   └── OverloadedError        the server is overloaded (503, 529); carries retry_after
+    │   ├── ProviderTimeout            connecting or reading took too long
+    │   ├── ProviderUnreachable        no connection could be made
+    │   ├── StreamError                the response stream broke its contract (cut short, malformed, unknown delta)
+    │   └── ScriptExhausted            a scripted provider was asked for more replies than it holds
+    ├── BudgetExhausted            a budget ran out; names the budget, carries the run's last ``state``
+    ├── VerificationError          a verifier reported ERROR (broken infrastructure); carries state and results
+    ├── VerificationFailed         verifiers still FAIL after every retry; carries the final state and results
+    ├── SandboxError               (sandbox) the sandbox itself cannot run: no engine, no image
+    ├── ProtocolViolation          (sandbox) a sandboxed program broke the supervisor's frame format
+    ├── StoreError                 (session) a store cannot read or write; nothing was half-written
+    │   └── StoreConflict              an append would leave a gap in the stored conversation
+    ├── SessionBusy                (session) a session's queue of waiting messages is full
+    ├── SessionClosed              (session) a message was sent to a closed session
+    ├── SessionLimit               (session) a manager already holds its most open sessions
+    ├── MCPToolError               (session) an MCP server's tool failed or answered wrongly
+    ├── MCPConnectionError         (session) an MCP server could not be started or reached
+    ├── Problem                    (session) an HTTP request is answered with an error status
+    ├── OpenAIError                (session) an OpenAI-compatible request is answered with an OpenAI error
+    ├── ModelCallBlocked           (provider.testing) a test tried to reach a host off this machine
+    └── ConformanceError           (*.testing) an implementation breaks its protocol's contract
+
+Raised inside sandboxed programs (never in the host): ``ToolError`` and its subclasses ``ToolCallRefused`` and
+``ToolCallLimit``, from the tool stubs the program imports.
 
 Lower-level exceptions (httpx, sqlite, docker) are translated where they cross into the framework, with
 ``raise ... from exc`` so the original stays attached.

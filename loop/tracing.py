@@ -19,6 +19,7 @@ import structlog
 from opentelemetry import trace
 
 from loop._scope import run_path
+from loop.errors import UsageError
 
 __all__ = ["NOOP_SPAN", "configure", "configure_logging", "current_tracer", "enabled", "logger", "span", "start"]
 
@@ -140,9 +141,9 @@ def logger(name: str) -> Any:
 def configure_logging(*, level: str = "info", json: bool = False, stream: TextIO | None = None) -> None:
     """Set structlog up for an application: ``level`` and above, key=value (or JSON) lines, on ``stream``
     (standard error by default, so logs never mix with a chat or a protocol on standard output)."""
-    number = logging.getLevelName(level.upper())
+    number = logging.getLevelName(level.upper()) if isinstance(level, str) else None
     if not isinstance(number, int):
-        raise ValueError(f"unknown log level {level!r}; use debug, info, warning or error")
+        raise UsageError(f"unknown log level {level!r}; use debug, info, warning or error")
     renderer: Any = structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
     structlog.configure(
         processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"), renderer],

@@ -5,7 +5,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from loop import Options, Role, State, Step, Text, Usage, scope, tool, tracing
+from loop import Options, Role, State, Step, Text, Usage, UsageError, scope, tool, tracing
 from loop.errors import ProviderError
 from provider import Scripted, tool_call
 
@@ -133,3 +133,23 @@ async def test_spans_name_the_run_path_they_were_made_on(spans: InMemorySpanExpo
     assert [c.get("cognitive_loop.run.path") for c in chats] == ["Outer/Mine", None]
     (tool_span,) = [s for s in spans.get_finished_spans() if s.name == "execute_tool lookup"]
     assert (tool_span.attributes or {})["cognitive_loop.run.path"] == "Outer/Mine"
+
+
+def test_configure_logging_names_a_bad_level_and_writes_json_lines() -> None:
+    import io
+    import json
+
+    import structlog
+
+    with pytest.raises(UsageError, match="unknown log level 'loud'"):
+        tracing.configure_logging(level="loud")
+    out = io.StringIO()
+    saved = structlog.get_config()
+    try:
+        tracing.configure_logging(level="info", json=True, stream=out)
+        tracing.logger("test").info("hello", n=1)
+        tracing.logger("test").debug("hidden")
+    finally:
+        structlog.configure(**saved)
+    (line,) = out.getvalue().splitlines()
+    assert json.loads(line)["event"] == "hello" and json.loads(line)["n"] == 1
