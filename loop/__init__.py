@@ -15,6 +15,7 @@ from loop._events import (
     TurnFailed,
     TurnStarted,
 )
+from loop._argcheck import ArgumentChecker
 from loop._budget import PRICES, Budget, Price, Spend, Spent, charge
 from loop._fanout import BranchResult, as_completed, fan_out
 from loop._outcome import Outcome
@@ -38,19 +39,22 @@ from loop._protocols import (
     UsageDelta,
     UseTool,
 )
-from loop._pipeline import ToolPipeline
+from loop._pipeline import CANCELLED, ToolPipeline
 from loop._scope import Carried, RunScope, branch, carry, charging, current_scope, main_line, run_path, scope
 from loop._state import State
 from loop._step import Step, Transform
 from loop._tokens import TokenCounter, approx_tokens
-from loop._tools import FunctionTool, Tool, tool
+from loop._tools import FunctionTool, Tool, index_tools, json_default, tool
 from loop._turn import Turn
+from loop._wake import Wake
 from loop.errors import LoopError, UsageError
 
 __all__ = [
+    "ArgumentChecker",
     "BranchResult",
     "Budget",
     "BudgetReport",
+    "CANCELLED",
     "Carried",
     "Delta",
     "EventBus",
@@ -101,6 +105,7 @@ __all__ = [
     "UsageDelta",
     "UsageError",
     "UseTool",
+    "Wake",
     "approx_tokens",
     "as_completed",
     "branch",
@@ -109,6 +114,8 @@ __all__ = [
     "charging",
     "current_scope",
     "fan_out",
+    "index_tools",
+    "json_default",
     "main_line",
     "on_progress",
     "run_path",

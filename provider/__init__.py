@@ -7,6 +7,7 @@ provider; ``Recording`` and ``Replay`` capture real traffic once and serve it ba
 
 from provider._anthropic import Anthropic
 from provider._cassette import CassetteMismatch, Recording, Replay
+from provider._http import is_loopback
 from provider._offline import Function, ReplyFunction, Scripted
 from provider._openai import OpenAICompatible
 from provider._replies import Reply, tool_call
@@ -25,5 +26,6 @@ __all__ = [
     "Retry",
     "Scripted",
     "from_spec",
+    "is_loopback",
     "tool_call",
 ]

@@ -17,9 +17,7 @@ from typing import Any
 import anyio
 import attrs
 
-from loop import Tool, UsageError, tracing
-from loop._argcheck import ArgumentChecker
-from loop._tools import index_tools, json_default
+from loop import ArgumentChecker, Tool, UsageError, index_tools, json_default, tracing
 from sandbox import _stubs
 
 _PATHLIKE = re.compile(r"(^|_)(path|paths|file|files|filename|filenames|dir|dirs|directory|folder)$", re.I)

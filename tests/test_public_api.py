@@ -13,15 +13,15 @@ from loop import LoopError
 
 PUBLIC = {
     "loop": [
-        "BranchResult", "Budget", "BudgetReport", "Carried", "Delta", "EventBus", "EventsDropped", "Finish",
-        "FunctionTool", "LoopError", "Options", "Outcome", "OutputType", "PRICES", "Part", "Price",
-        "ProgressCallback", "Provider", "Reasoning", "ReasoningDelta", "Request", "Role", "RunScope", "Spend",
-        "Spent", "Stamped", "State", "Step", "Subscription", "Text", "TextDelta", "TokenCounter", "Tool",
-        "ToolCall", "ToolCallDelta", "ToolChoice", "ToolFinished", "ToolPipeline", "ToolResult", "ToolSpec",
-        "ToolStarted", "Transform", "Turn", "TurnCompleted", "TurnExecutor", "TurnFailed", "TurnRunner",
-        "TurnStarted", "TurnSubmitter", "Usage", "UsageDelta", "UsageError", "UseTool", "approx_tokens",
-        "as_completed", "branch", "carry", "charge", "charging", "current_scope", "fan_out", "main_line",
-        "on_progress", "run_path", "scope", "tool",
+        "ArgumentChecker", "BranchResult", "Budget", "BudgetReport", "CANCELLED", "Carried", "Delta", "EventBus",
+        "EventsDropped", "Finish", "FunctionTool", "LoopError", "Options", "Outcome", "OutputType", "PRICES",
+        "Part", "Price", "ProgressCallback", "Provider", "Reasoning", "ReasoningDelta", "Request", "Role",
+        "RunScope", "Spend", "Spent", "Stamped", "State", "Step", "Subscription", "Text", "TextDelta",
+        "TokenCounter", "Tool", "ToolCall", "ToolCallDelta", "ToolChoice", "ToolFinished", "ToolPipeline",
+        "ToolResult", "ToolSpec", "ToolStarted", "Transform", "Turn", "TurnCompleted", "TurnExecutor", "TurnFailed",
+        "TurnRunner", "TurnStarted", "TurnSubmitter", "Usage", "UsageDelta", "UsageError", "UseTool", "Wake",
+        "approx_tokens", "as_completed", "branch", "carry", "charge", "charging", "current_scope", "fan_out",
+        "index_tools", "json_default", "main_line", "on_progress", "run_path", "scope", "tool",
     ],
     "loop.errors": [
         "AuthenticationError", "BadRequestError", "BudgetExhausted", "LoopError", "OverloadedError",
@@ -31,7 +31,7 @@ PUBLIC = {
     "loop.tracing": ["NOOP_SPAN", "configure", "configure_logging", "current_tracer", "enabled", "logger", "span", "start"],
     "provider": [
         "Anthropic", "CassetteMismatch", "Function", "OpenAICompatible", "Recording", "Replay", "Reply",
-        "ReplyFunction", "Retry", "Scripted", "from_spec", "tool_call",
+        "ReplyFunction", "Retry", "Scripted", "from_spec", "is_loopback", "tool_call",
     ],
     "verifier": [
         "Check", "CommandVerifier", "FunctionVerifier", "Result", "SchemaVerifier", "Status", "Verifier",
