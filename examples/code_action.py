@@ -113,13 +113,16 @@ async def main(unsafe_local: bool) -> None:
         sandbox = DockerSandbox()
     step = Step(configured_provider())
     print(f"\nuser: {QUESTION}")
+    failure: SandboxError | None = None
     async with anyio.create_task_group() as group:
         with step.events.subscribe() as events:
             group.start_soon(show, events)
             try:
                 state = await make_agent(step, sandbox).run(State().append(Role.USER, Text(QUESTION)))
-            except SandboxError as exc:
-                raise SystemExit(f"\nthe sandbox cannot run: {exc}\n(or try --unsafe-local)") from None
+            except SandboxError as exc:  # leave the task group first: an exit raised in it would come out grouped
+                failure = exc
+    if failure is not None:
+        raise SystemExit(f"\nthe sandbox cannot run: {failure}\n(or try --unsafe-local)")
     print(f"\nfinal answer: {state.answer}")
     print(f"code action: {state.outcome.data['CodeAction']}{' (degraded)' if state.degraded else ''}")
 

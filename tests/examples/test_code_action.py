@@ -44,3 +44,13 @@ async def test_the_buggy_program_is_repaired() -> None:
     errors = [t for t in state if t.meta.get("kind") == "code_action_error"]
     assert len(errors) == 1 and "KeyError: 'apples'" in errors[0].text
     assert state.answer == "Buying every apple and pear costs 10.00 euros." and not state.degraded
+
+
+async def test_a_sandbox_that_cannot_run_ends_the_example_with_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sandbox import DockerSandbox
+
+    monkeypatch.setattr(example, "DockerSandbox", lambda: DockerSandbox(SandboxConfig(image="missing-image:0")))
+    with pytest.raises(SystemExit) as caught:  # not an exception group around it
+        await example.main(False)
+    message = str(caught.value.code)
+    assert message.startswith("\nthe sandbox cannot run: ") and message.endswith("(or try --unsafe-local)")
