@@ -10,39 +10,15 @@ from typing import Any
 
 import httpx
 
-from loop import (
-    Delta,
-    Finish,
-    Reasoning,
-    ReasoningDelta,
-    Request,
-    Role,
-    Text,
-    TextDelta,
-    ToolCall,
-    ToolCallDelta,
-    ToolResult,
-    Turn,
-    Usage,
-    UsageDelta,
-    UsageError,
-    UseTool,
-)
+from loop import Delta, Reasoning, Request, Role, Text, ToolCall, ToolResult, Turn, UsageError, UseTool
 from loop.errors import StreamError
+from provider._anthropic_events import REDACTED, MessageEvents
 from provider._http import drain, plain, sse_stream, status_error, transport_error
 
 ANTHROPIC_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
 OUTPUT_TOOL = "structured_output"
 DEFAULT_TIMEOUT = httpx.Timeout(300.0, connect=10.0)
-_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls", "max_tokens": "length",
-           "refusal": "content_filter", "pause_turn": "pause", "model_context_window_exceeded": "length"}
-_ERROR_STATUS = {"invalid_request_error": 400, "authentication_error": 401, "permission_error": 403,
-                 "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429, "api_error": 500,
-                 "timeout_error": 504, "overloaded_error": 529}
-# A redacted_thinking block travels as a Reasoning part whose signature is this prefix and the block's data;
-# the API signs thinking in base64, which never contains ":". It must go back unchanged like signed thinking.
-REDACTED = "redacted_thinking:"
 _THINKING = ("thinking", "redacted_thinking")
 _ORDER = {"thinking": 0, "redacted_thinking": 0, "tool_result": 0, "text": 1, "tool_use": 2}
 # Options.reasoning_effort as an extended-thinking budget; None turns thinking off.
@@ -171,152 +147,39 @@ class Anthropic:
         return body
 
     def stream(self, request: Request) -> AsyncIterator[Delta]:
-        return self._stream(self.body(request), structured=request.options.output_schema is not None)
+        structured = request.options.output_schema is not None
+        return self._stream(self.body(request), output_tool=OUTPUT_TOOL if structured else None)
 
-    async def _stream(self, body: dict[str, Any], *, structured: bool) -> AsyncIterator[Delta]:
+    async def _stream(self, body: dict[str, Any], *, output_tool: str | None) -> AsyncIterator[Delta]:
         who = self.who
-        usage: dict[str, int] = {}
-        model: str | None = None
-        finish = "stop"
-        tools: dict[int, _ToolBlock] = {}  # tool_use blocks still open, by index
+        events = MessageEvents(who, output_tool)
         try:
             async with self._client.stream("POST", f"{self.base_url}/v1/messages", json=body,
                                            headers=self._headers) as response:
                 if response.status_code >= 400:
                     text = (await response.aread()).decode("utf-8", errors="replace")
                     raise status_error(who, response.status_code, text, response.headers)
-                done = False
-                async with contextlib.aclosing(sse_stream(response.aiter_bytes())) as events:
-                    async for event in events:
-                        data = _object(event.json(who))
-                        kind = data.get("type")
-                        index = data.get("index")
-                        if not isinstance(index, int):
-                            index = 0
-                        if kind == "content_block_delta":
-                            delta = _object(data.get("delta"))
-                            dtype = delta.get("type")
-                            if dtype == "text_delta":
-                                if text := _string(delta.get("text")):
-                                    yield TextDelta(text)
-                            elif dtype == "input_json_delta":
-                                if fragment := _string(delta.get("partial_json")):
-                                    tool = tools.get(index)
-                                    if tool is not None:
-                                        tool.streamed = True
-                                    if tool is not None and tool.output:
-                                        yield TextDelta(fragment)
-                                    else:
-                                        yield ToolCallDelta(index, arguments_fragment=fragment)
-                            elif dtype == "thinking_delta":
-                                if thought := _string(delta.get("thinking")):
-                                    yield ReasoningDelta(thought)
-                            elif dtype == "signature_delta":
-                                if signature := _string(delta.get("signature")):
-                                    yield ReasoningDelta("", signature)
-                        elif kind == "content_block_start":
-                            block = _object(data.get("content_block"))
-                            btype = block.get("type")
-                            if btype == "text":
-                                if text := _string(block.get("text")):
-                                    yield TextDelta(text)
-                            elif btype == "tool_use":
-                                output = structured and block.get("name") == OUTPUT_TOOL
-                                tools[index] = _ToolBlock(output, block.get("input"))
-                                if not output:
-                                    yield ToolCallDelta(index, _string(block.get("id")) or None,
-                                                        _string(block.get("name")) or None, "")
-                            elif btype == "thinking":
-                                if thought := _string(block.get("thinking")):
-                                    yield ReasoningDelta(thought)
-                                if signature := _string(block.get("signature")):
-                                    yield ReasoningDelta("", signature)
-                            elif btype == "redacted_thinking":
-                                if secret := _string(block.get("data")):
-                                    yield ReasoningDelta("", REDACTED + secret)
-                        elif kind == "content_block_stop":
-                            tool = tools.pop(index, None)
-                            if tool is not None and (rest := tool.unstreamed(index)) is not None:
-                                yield rest
-                        elif kind == "message_start":
-                            message = _object(data.get("message"))
-                            usage.update(_usage_fields(_object(message.get("usage"))))
-                            model = _string(message.get("model")) or None
-                        elif kind == "message_delta":
-                            stop = _string(_object(data.get("delta")).get("stop_reason"))
-                            if stop:
-                                finish = _FINISH.get(stop, stop)
-                            usage.update(_usage_fields(_object(data.get("usage"))))  # cumulative: replaces
-                        elif kind == "message_stop":
-                            for index, tool in tools.items():  # blocks the server never closed
-                                if (rest := tool.unstreamed(index)) is not None:
-                                    yield rest
-                            done = True
+                async with contextlib.aclosing(sse_stream(response.aiter_bytes())) as stream:
+                    async for event in stream:
+                        for delta in events.deltas(event):
+                            yield delta
+                        if events.done:
                             break
-                        elif kind == "error":
-                            error = _object(data.get("error"))
-                            status = _ERROR_STATUS.get(error.get("type"), 500)
-                            raise status_error(who, status, json.dumps({"error": error}), {})
-                        # ping and event types added later are ignored, as the API reference asks
-                    if not done:
+                    if not events.done:
                         raise StreamError(f"{who} ended the stream without its final message_stop event; "
                                           "the response may be incomplete", retryable=True)
-                    await drain(events)  # so the connection goes back to the pool
+                    await drain(stream)  # so the connection goes back to the pool
         except httpx.HTTPError as exc:
             raise transport_error(who, exc) from exc
-        if structured and finish == "tool_calls":
-            finish = "stop"
-        yield UsageDelta(_usage(usage), model)
-        yield Finish(finish)
+        yield events.usage()
+        yield events.finish()
 
     def __repr__(self) -> str:
         return f"Anthropic({self.model!r})"
 
 
-class _ToolBlock:
-    """A ``tool_use`` block being streamed: whether it carries structured output, and its input so far."""
-
-    __slots__ = ("output", "initial", "streamed")
-
-    def __init__(self, output: bool, initial: Any) -> None:
-        self.output = output
-        self.initial = initial
-        self.streamed = False
-
-    def unstreamed(self, index: int) -> Delta | None:
-        """The block's input when no ``input_json_delta`` carried it: the API streams ``{}`` for a tool with
-        no arguments that way, and some compatible servers put the whole input in ``content_block_start``."""
-        if self.streamed:
-            return None
-        arguments = json.dumps(self.initial if isinstance(self.initial, dict) else {})
-        return TextDelta(arguments) if self.output else ToolCallDelta(index, arguments_fragment=arguments)
-
-
 def _positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
-def _object(value: Any) -> Mapping[str, Any]:
-    """``value`` if it is a JSON object; a stream that breaks the documented shapes degrades to "nothing"."""
-    return value if isinstance(value, dict) else {}
-
-
-def _string(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
-_USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-
-
-def _usage_fields(usage: Mapping[str, Any]) -> dict[str, int]:
-    return {k: v for k in _USAGE_FIELDS if isinstance(v := usage.get(k), int) and not isinstance(v, bool)}
-
-
-def _usage(fields: Mapping[str, int]) -> Usage:
-    read = fields.get("cache_read_input_tokens", 0)
-    write = fields.get("cache_creation_input_tokens", 0)
-    # Anthropic counts cached input apart; Usage.input_tokens counts every input token, as OpenAI does.
-    return Usage(fields.get("input_tokens", 0) + read + write, fields.get("output_tokens", 0), read, write)
 
 
 def _blocks(turn: Turn) -> list[dict[str, Any]]:

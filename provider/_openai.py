@@ -7,8 +7,8 @@ One class serves OpenAI and the servers that copy its API (vLLM, llama.cpp serve
 from __future__ import annotations
 
 import contextlib
-import json
 import os
+import re
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -16,26 +16,24 @@ import httpx
 
 from loop import (
     Delta,
-    Finish,
-    ReasoningDelta,
     Request,
-    TextDelta,
-    ToolCallDelta,
-    Usage,
     UsageDelta,
     UsageError,
     UseTool,
 )
 from loop.errors import StreamError
+from provider._openai_chunks import Chunks, not_a_stream
 from provider._openai_messages import messages
 from provider._strict import strict_compatible
-from provider._http import SSEEvent, drain, excerpt, plain, sse_stream, status_error, transport_error
+from provider._http import drain, plain, sse_stream, status_error, transport_error
 
 OPENAI_URL = "https://api.openai.com/v1"
 DEFAULT_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
 OUTPUT_TOOL = "final_answer"  # the forced tool that carries a structured answer with structured_output="tool"
 STRUCTURED_OUTPUT = ("response_format", "tool")
-_FINISH = {"tool_calls": "tool_calls", "function_call": "tool_calls"}
+MAX_TOKENS_FIELDS = ("max_tokens", "max_completion_tokens")
+# OpenAI's reasoning models (o1, o3, o4-mini, ..., the gpt-5 family, and fine-tunes of them) refuse max_tokens.
+_REASONING_MODEL = re.compile(r"(ft:)?(o\d|gpt-5)")
 
 
 class OpenAICompatible:
@@ -65,6 +63,12 @@ class OpenAICompatible:
     is a ``UsageError``). The schema is marked ``strict`` only when ``strict_output`` is on *and* the schema
     qualifies (``strict_compatible``: every object closed and requiring all its properties, which schemas with
     optional fields are not); otherwise ``strict`` is ``false`` in ``response_format`` and left out of the tool.
+
+    ``Options.max_tokens`` goes in the field ``max_tokens_field`` names (``MAX_TOKENS_FIELDS``). Left ``None``,
+    the model the request names decides on OpenAI itself (``api.openai.com``): a name starting with ``o`` and a
+    digit (``o1``, ``o3``, ``o4-mini``) or with ``gpt-5``, after any ``ft:``, gets ``max_completion_tokens``,
+    which those reasoning models require; other models, and every model on another server (vLLM, llama.cpp
+    server, Ollama, a proxy named by ``OPENAI_BASE_URL``), get ``max_tokens``.
     """
 
     supports_choices = True  # can return several choices for one request (Options.n)
@@ -80,21 +84,29 @@ class OpenAICompatible:
         headers: Mapping[str, str] | None = None,
         strict_output: bool = True,
         structured_output: str = "response_format",
+        max_tokens_field: str | None = None,
     ) -> None:
         if not isinstance(model, str) or not model:
             raise UsageError(f"OpenAICompatible needs a model name, got {model!r}")
         if structured_output not in STRUCTURED_OUTPUT:
             raise UsageError(f"structured_output must be one of {', '.join(map(repr, STRUCTURED_OUTPUT))}, "
                              f"got {structured_output!r}")
-        url = httpx.URL(base_url)
-        if url.scheme not in ("http", "https") or not url.host:
+        if max_tokens_field is not None and max_tokens_field not in MAX_TOKENS_FIELDS:
+            raise UsageError(f"max_tokens_field must be one of {', '.join(map(repr, MAX_TOKENS_FIELDS))}, or None "
+                             f"to choose by model, got {max_tokens_field!r}")
+        try:
+            url = httpx.URL(base_url)
+        except (TypeError, httpx.InvalidURL):
+            url = None
+        if url is None or url.scheme not in ("http", "https") or not url.host:
             raise UsageError(f"base_url must be an http(s) URL like http://127.0.0.1:8000/v1, got {base_url!r}")
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        if not key and url.host == "api.openai.com":
+        self._on_openai = url.host == "api.openai.com"
+        if not key and self._on_openai:
             raise UsageError("OpenAI needs an API key: set OPENAI_API_KEY or pass api_key=")
         self.model = model
         self.base_url = str(base_url).rstrip("/")
-        self.who = f"OpenAI-compatible server at {url.host}" if url.host != "api.openai.com" else "OpenAI"
+        self.who = "OpenAI" if self._on_openai else f"OpenAI-compatible server at {url.host}"
         self._headers = {"content-type": "application/json", **(headers or {})}
         if key:
             self._headers["authorization"] = f"Bearer {key}"
@@ -102,6 +114,7 @@ class OpenAICompatible:
         self._client = client or httpx.AsyncClient(timeout=timeout)
         self._strict = strict_output
         self._structured = structured_output
+        self._max_tokens_field = max_tokens_field
 
     async def aclose(self) -> None:
         if self._own_client:
@@ -149,7 +162,7 @@ class OpenAICompatible:
         if opts.temperature is not None:
             body["temperature"] = opts.temperature
         if opts.max_tokens is not None:
-            body["max_tokens"] = opts.max_tokens
+            body[self._max_tokens_key(body["model"])] = opts.max_tokens
         if opts.stop:
             body["stop"] = list(opts.stop)
         if opts.n is not None and opts.n > 1:
@@ -164,13 +177,21 @@ class OpenAICompatible:
             body.update(plain(opts.extra))
         return body
 
+    def _max_tokens_key(self, model: str) -> str:
+        """The field that carries ``Options.max_tokens`` when ``model`` answers (see the class docstring)."""
+        if self._max_tokens_field is not None:
+            return self._max_tokens_field
+        if self._on_openai and _REASONING_MODEL.match(model):
+            return "max_completion_tokens"
+        return "max_tokens"
+
     def stream(self, request: Request) -> AsyncIterator[Delta]:
         tool_mode = self._structured == "tool" and request.options.output_schema is not None
         return self._stream(self.body(request), output_tool=OUTPUT_TOOL if tool_mode else None)
 
     async def _stream(self, body: dict[str, Any], *, output_tool: str | None) -> AsyncIterator[Delta]:
         who = self.who
-        chunks = _Chunks(who, output_tool)
+        chunks = Chunks(who, output_tool)
         try:
             async with self._client.stream("POST", f"{self.base_url}/chat/completions", json=body,
                                            headers=self._headers) as response:
@@ -179,7 +200,7 @@ class OpenAICompatible:
                     raise status_error(who, response.status_code, text, response.headers)
                 if response.headers.get("content-type", "").lower().startswith("application/json"):
                     # Not a stream: an error reported with status 200, or a server that ignored stream=true.
-                    raise _not_a_stream(who, (await response.aread()).decode("utf-8", errors="replace"))
+                    raise not_a_stream(who, (await response.aread()).decode("utf-8", errors="replace"))
                 done = False
                 async with contextlib.aclosing(sse_stream(response.aiter_bytes())) as events:
                     async for event in events:
@@ -203,191 +224,3 @@ class OpenAICompatible:
 
     def __repr__(self) -> str:
         return f"OpenAICompatible({self.model!r}, base_url={self.base_url!r})"
-
-
-class _Chunks:
-    """Reads the chunks of one response into deltas, keeping what spans chunks: the usage (a total, so the last
-    report wins), the model that answered, and per choice its finish reason and tool-call slots. Calls to
-    ``output_tool`` (if one was forced for structured output) are read as text."""
-
-    __slots__ = ("who", "output_tool", "usage", "model", "choices")
-
-    def __init__(self, who: str, output_tool: str | None = None) -> None:
-        self.who = who
-        self.output_tool = output_tool
-        self.usage: Usage | None = None
-        self.model: str | None = None
-        self.choices: dict[int, _Choice] = {0: _Choice()}
-
-    def deltas(self, event: SSEEvent) -> list[Delta]:
-        chunk = event.json(self.who)
-        if not isinstance(chunk, dict):
-            raise StreamError(f"{self.who} sent a chunk that is not a JSON object on line {event.line}")
-        error = chunk.get("error")
-        if error or event.event == "error":
-            raise _stream_error(self.who, error or chunk)
-        try:
-            return self._read(chunk)
-        except (AttributeError, TypeError, ValueError) as exc:
-            raise StreamError(
-                f"{self.who} sent a chunk of an unexpected shape in the event on line {event.line} "
-                f"({type(exc).__name__}: {exc}): {excerpt(event.data, 200)!r}"
-            ) from None
-
-    def finishes(self) -> list[Finish]:
-        """One ``Finish`` per choice seen, in choice order; choice 0 always."""
-        return [Finish(self.choices[i].finish(), i) for i in sorted(self.choices)]
-
-    def _read(self, chunk: dict[str, Any]) -> list[Delta]:
-        out: list[Delta] = []
-        usage = chunk.get("usage")
-        if usage:
-            self.usage = _usage(usage)
-        model = chunk.get("model")
-        if model and isinstance(model, str):
-            self.model = model
-        for choice in chunk.get("choices") or ():
-            index = choice.get("index")
-            if type(index) is not int:
-                if index is not None:
-                    raise ValueError(f"a choice index must be a whole number, got {index!r}")
-                index = 0  # servers answering one choice sometimes leave the index out
-            state = self.choices.get(index)
-            if state is None:
-                if index < 0:
-                    raise ValueError(f"a choice index must be a whole number, got {index!r}")
-                state = self.choices[index] = _Choice()
-            delta = choice.get("delta") or {}
-            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-            if reasoning:
-                out.append(ReasoningDelta(_text(reasoning), None, index))
-            content = delta.get("content")
-            if content:
-                out.append(TextDelta(_text(content), index))
-            refusal = delta.get("refusal")
-            if refusal:
-                # Structured output puts a refusal here instead of in content; dropping it would leave an
-                # empty answer that looks like success.
-                state.refused = True
-                out.append(TextDelta(_text(refusal), index))
-            for call in delta.get("tool_calls") or ():
-                fn = call.get("function") or {}
-                name = fn.get("name") or None
-                arguments = fn.get("arguments")
-                if arguments is None:
-                    arguments = ""
-                elif not isinstance(arguments, str):
-                    arguments = json.dumps(arguments)  # some servers send the object itself
-                call_id = call.get("id") or None
-                slot = state.slot(call.get("index"), call_id)
-                if name is not None and name == self.output_tool:
-                    state.output.add(slot)
-                if slot in state.output:
-                    if arguments:
-                        out.append(TextDelta(arguments, index))
-                    continue
-                state.other_calls = True
-                out.append(ToolCallDelta(slot, call_id, name, arguments, index))
-            reason = choice.get("finish_reason")
-            if reason:
-                state.reason = _FINISH.get(reason, reason)
-        return out
-
-
-class _Choice:
-    """What one choice keeps across chunks: its finish reason, whether it refused, which tool call each
-    fragment belongs to (every choice numbers its calls from 0), and which calls carry structured output."""
-
-    __slots__ = ("reason", "refused", "output", "other_calls", "_slot_of_id", "_id_of_slot", "_moved", "_last",
-                 "_next")
-
-    def __init__(self) -> None:
-        self.reason: str | None = None
-        self.refused = False
-        self.output: set[int] = set()  # slots of calls to the forced output tool, streamed as text
-        self.other_calls = False
-        self._slot_of_id: dict[str, int] = {}
-        self._id_of_slot: dict[int, str] = {}
-        self._moved: dict[int, int] = {}  # wire index -> slot, for a second call sent on a used index
-        self._last = 0
-        self._next = 0
-
-    def finish(self) -> str:
-        if self.refused and self.reason in (None, "stop"):
-            return "content_filter"
-        if self.reason == "tool_calls" and self.output and not self.other_calls:
-            return "stop"  # the forced output call is the answer, not a call for the loop to run
-        return self.reason or "stop"
-
-    def slot(self, index: Any, call_id: str | None) -> int:
-        """The index this fragment's call gets. It is the wire ``index``, except that servers which omit the
-        index (or send several calls on one) get a fresh index for every new call id, so calls never merge."""
-        if isinstance(index, int) and not isinstance(index, bool):
-            slot = self._moved.get(index, index)
-            owner = self._id_of_slot.get(slot)
-            if call_id is not None and owner is not None and owner != call_id:
-                slot = self._moved[index] = max(self._next, index + 1)
-        elif call_id is None:
-            slot = self._last
-        else:
-            slot = self._slot_of_id.get(call_id, self._next)
-        if call_id is not None:
-            self._slot_of_id[call_id] = slot
-            self._id_of_slot[slot] = call_id
-        self._last = slot
-        self._next = max(self._next, slot + 1)
-        return slot
-
-
-def _text(value: Any) -> str:
-    """A delta's text: a string, or the text parts of a list some servers send instead."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return "".join(p.get("text") or "" for p in value if isinstance(p, dict) and p.get("type") == "text")
-    raise TypeError(f"expected text, got {type(value).__name__}")
-
-
-def _usage(data: Mapping[str, Any]) -> Usage:
-    details = data.get("prompt_tokens_details") or {}
-    return Usage(
-        input_tokens=int(data.get("prompt_tokens") or 0),
-        output_tokens=int(data.get("completion_tokens") or 0),
-        cache_read_tokens=int(details.get("cached_tokens") or 0),
-    )
-
-
-# What an error object's ``code`` or ``type`` says, as an HTTP status (OpenAI, vLLM and llama.cpp spellings).
-_ERROR_STATUS = {
-    "invalid_request_error": 400, "BadRequestError": 400, "authentication_error": 401, "invalid_api_key": 401,
-    "permission_error": 403, "not_found_error": 404, "rate_limit_exceeded": 429, "rate_limit_error": 429,
-    "insufficient_quota": 429, "requests": 429, "tokens": 429, "server_error": 500, "api_error": 500,
-    "InternalServerError": 500, "overloaded": 503, "overloaded_error": 503, "unavailable_error": 503,
-}
-
-
-def _stream_error(who: str, error: Any) -> Exception:
-    """The typed error for an ``{"error": ...}`` object sent inside a stream that began with HTTP 200."""
-    if not isinstance(error, dict):
-        error = {"message": str(error)}
-    status = 500
-    code, kind = error.get("code"), error.get("type")
-    if isinstance(code, int) and not isinstance(code, bool) and 400 <= code < 600:
-        status = code  # vLLM sends the status itself
-    elif isinstance(code, str) and code in _ERROR_STATUS:
-        status = _ERROR_STATUS[code]
-    elif isinstance(kind, str) and kind in _ERROR_STATUS:
-        status = _ERROR_STATUS[kind]
-    return status_error(who, status, json.dumps({"error": error}), {})
-
-
-def _not_a_stream(who: str, text: str) -> Exception:
-    """The error for a JSON document where an event stream was asked for."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        data = None
-    if isinstance(data, dict) and data.get("error"):
-        return _stream_error(who, data["error"])
-    return StreamError(f"{who} answered with a JSON document instead of an event stream; does it support "
-                       f"stream=true? {excerpt(text, 200)!r}")

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
 
 import httpx
 
 from loop import Provider, UsageError
-from provider._anthropic import Anthropic
-from provider._openai import OpenAICompatible
+from provider._anthropic import ANTHROPIC_URL, Anthropic
+from provider._openai import OPENAI_URL, OpenAICompatible
 
 FORMS = ("openai:MODEL", "anthropic:MODEL", "openai-compatible:MODEL@BASE_URL")
 _ACCEPTED = (f"use one of {', '.join(FORMS)} "
@@ -24,10 +23,22 @@ def from_spec(spec: str, *, client: httpx.AsyncClient | None = None) -> Provider
     """The provider ``spec`` names: ``openai:gpt-4o-mini``, ``anthropic:claude-sonnet-4-5``, or
     ``openai-compatible:llama3@http://127.0.0.1:11434/v1`` for a local server.
 
-    Keys come from ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``; a missing key is a ``UsageError`` now rather
-    than an authentication failure on the first request. ``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``, when
-    set, send ``openai:`` / ``anthropic:`` to another server, as the official SDKs do. ``client`` shares one ``httpx.AsyncClient``.
-    Every malformed spec raises ``UsageError`` listing the accepted forms.
+    Where requests go: a URL written in the spec wins, then the environment, then the vendor's own API.
+
+    - ``openai:MODEL`` goes to ``OPENAI_BASE_URL`` when it is set, as the official SDKs do, else to OpenAI.
+    - ``anthropic:MODEL`` goes to ``ANTHROPIC_BASE_URL`` when it is set, else to Anthropic.
+    - ``openai-compatible:MODEL@BASE_URL`` goes to ``BASE_URL`` whatever ``OPENAI_BASE_URL`` says; when that
+      variable is set, ``openai-compatible:MODEL`` (no ``@``) goes to it.
+
+    A URL after the model of ``openai:`` or ``anthropic:`` is refused, not sent as part of the model's name. A
+    variable is read only where it is used: set to anything but an http(s) URL it is a ``UsageError`` there,
+    and empty counts as unset.
+
+    Keys come from ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``. A key that OpenAI or Anthropic needs is a
+    ``UsageError`` now rather than an authentication failure on the first request; ``anthropic:`` always needs
+    one, while an OpenAI-compatible server elsewhere (named by the spec or by ``OPENAI_BASE_URL``) gets
+    ``OPENAI_API_KEY`` if it is set and no key otherwise. ``client`` shares one ``httpx.AsyncClient``. Every
+    malformed spec raises ``UsageError`` listing the accepted forms.
     """
     if not isinstance(spec, str):
         raise UsageError(f"a provider spec is a string, got {spec!r}; {_ACCEPTED}")
@@ -39,27 +50,40 @@ def from_spec(spec: str, *, client: httpx.AsyncClient | None = None) -> Provider
         raise UsageError(f"provider spec {spec!r} has no 'KIND:'; {_ACCEPTED}")
     if not model:
         raise UsageError(f"provider spec {spec!r} has no model; {_ACCEPTED}")
-    made: Any
+    match = _AT_URL.fullmatch(model)
     if kind == "openai":
-        made = OpenAICompatible(model, client=client, **_base_url("OPENAI_BASE_URL"))
-    elif kind == "anthropic":
-        made = Anthropic(model, client=client, **_base_url("ANTHROPIC_BASE_URL"))
-    elif kind == "openai-compatible":
-        match = _AT_URL.fullmatch(model)
-        if match is None or not match["model"].strip():
-            raise UsageError(f"provider spec {spec!r} needs MODEL@BASE_URL with an http(s) BASE_URL; {_ACCEPTED}")
-        made = OpenAICompatible(match["model"].strip(), base_url=match["url"].strip(), client=client)
-    else:
+        _refuse_url(spec, match, kind, "OPENAI_BASE_URL")
+        return OpenAICompatible(model, base_url=_base_url("OPENAI_BASE_URL") or OPENAI_URL, client=client)
+    if kind == "anthropic":
+        _refuse_url(spec, match, kind, "ANTHROPIC_BASE_URL")
+        return Anthropic(model, base_url=_base_url("ANTHROPIC_BASE_URL") or ANTHROPIC_URL, client=client)
+    if kind != "openai-compatible":
         raise UsageError(f"unknown provider kind {kind!r} in {spec!r}; {_ACCEPTED}")
-    return made
+    if match is not None and match["model"].strip():
+        return OpenAICompatible(match["model"].strip(), base_url=match["url"].strip(), client=client)
+    if match is None and "@" not in model and (environment := _base_url("OPENAI_BASE_URL")):
+        return OpenAICompatible(model, base_url=environment, client=client)
+    raise UsageError(f"provider spec {spec!r} needs MODEL@BASE_URL with an http(s) BASE_URL (or OPENAI_BASE_URL "
+                     f"set and MODEL alone); {_ACCEPTED}")
 
 
-def _base_url(variable: str) -> dict[str, str]:
+def _refuse_url(spec: str, match: re.Match[str] | None, kind: str, variable: str) -> None:
+    """A URL after a vendor form's model would otherwise be sent as part of the model's name."""
+    if match is not None:
+        raise UsageError(f"provider spec {spec!r} names a URL, which {kind}: does not take; set {variable} "
+                         f"or use openai-compatible:MODEL@BASE_URL; {_ACCEPTED}")
+
+
+def _base_url(variable: str) -> str | None:
+    """The URL ``variable`` holds, or ``None`` when it is unset or empty."""
     value = os.environ.get(variable, "").strip()
     if not value:
-        return {}
-    url = httpx.URL(value) if "://" in value else None
+        return None
+    try:
+        url = httpx.URL(value) if "://" in value else None
+    except httpx.InvalidURL:
+        url = None
     if url is None or url.scheme not in ("http", "https") or not url.host:
         raise UsageError(f"{variable}={value!r} is not an http(s) URL like http://127.0.0.1:8000/v1; "
                          f"fix it or unset it")
-    return {"base_url": value}
+    return value

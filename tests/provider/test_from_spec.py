@@ -6,7 +6,7 @@ from typing import Any
 import httpx
 import pytest
 
-from loop import Finish, TextDelta, UsageError
+from loop import Finish, Options, Request, Role, Text, TextDelta, Turn, UsageError
 from provider import Anthropic, OpenAICompatible, from_spec
 from provider._spec import FORMS
 from tests.provider.streams import collect
@@ -210,3 +210,139 @@ async def test_closing_the_provider_leaves_a_shared_client_open() -> None:
         await made.aclose()  # type: ignore[attr-defined]
         assert not mock.client.is_closed
         assert await collect(made) == [TextDelta("Hello from the mock"), Finish("stop")]
+
+
+# -- where each form sends its requests ----------------------------------------------------------------
+
+ELSEWHERE = "http://127.0.0.1:9/v1"
+EXPLICIT = "http://127.0.0.1:8000/v1"
+
+
+@pytest.mark.parametrize(
+    ("spec", "environment", "base_url"),
+    [
+        ("openai:gpt-4o-mini", {}, "https://api.openai.com/v1"),
+        ("openai:gpt-4o-mini", {"OPENAI_BASE_URL": ELSEWHERE}, ELSEWHERE),
+        ("openai:gpt-4o-mini", {"OPENAI_BASE_URL": ELSEWHERE + "/"}, ELSEWHERE),
+        ("openai:gpt-4o-mini", {"ANTHROPIC_BASE_URL": ELSEWHERE}, "https://api.openai.com/v1"),
+        ("anthropic:claude-sonnet-4-5", {}, "https://api.anthropic.com"),
+        ("anthropic:claude-sonnet-4-5", {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}, "http://127.0.0.1:9"),
+        ("anthropic:claude-sonnet-4-5", {"OPENAI_BASE_URL": ELSEWHERE}, "https://api.anthropic.com"),
+        (f"openai-compatible:llama3@{EXPLICIT}", {}, EXPLICIT),
+        (f"openai-compatible:llama3@{EXPLICIT}", {"OPENAI_BASE_URL": ELSEWHERE}, EXPLICIT),
+        (f"openai-compatible:llama3@{EXPLICIT}", {"OPENAI_BASE_URL": "not a url"}, EXPLICIT),
+        ("openai-compatible:llama3", {"OPENAI_BASE_URL": ELSEWHERE}, ELSEWHERE),
+        ("openai-compatible:qwen2.5:7b", {"OPENAI_BASE_URL": ELSEWHERE}, ELSEWHERE),
+    ],
+)
+def test_a_url_in_the_spec_wins_then_the_environment_then_the_vendor(
+    monkeypatch: pytest.MonkeyPatch, spec: str, environment: dict[str, str], base_url: str
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    assert from_spec(spec).base_url == base_url  # type: ignore[attr-defined]
+
+
+def test_openai_compatible_without_a_url_needs_openai_base_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    for unset in (None, "", "  "):
+        if unset is None:
+            monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+        else:
+            monkeypatch.setenv("OPENAI_BASE_URL", unset)
+        with pytest.raises(UsageError, match="needs MODEL@BASE_URL .*OPENAI_BASE_URL") as caught:
+            from_spec("openai-compatible:llama3")
+        assert all(form in str(caught.value) for form in FORMS)
+
+
+@pytest.mark.parametrize("spec", ["openai-compatible:llama3@", "openai-compatible:llama3@127.0.0.1:8000/v1",
+                                  "openai-compatible:@http://127.0.0.1:8000/v1", "openai-compatible:org/model@v2"])
+def test_a_broken_url_is_refused_even_when_openai_base_url_could_stand_in(
+    monkeypatch: pytest.MonkeyPatch, spec: str
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", ELSEWHERE)
+    with pytest.raises(UsageError, match="needs MODEL@BASE_URL"):
+        from_spec(spec)
+
+
+@pytest.mark.parametrize("bad", ["not a url", "ftp://127.0.0.1/v1", "http://", "http://host:port/v1"])
+@pytest.mark.parametrize("spec", ["openai:m", "openai-compatible:m"])
+def test_a_bad_openai_base_url_is_refused_wherever_it_is_used(
+    monkeypatch: pytest.MonkeyPatch, spec: str, bad: str
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    monkeypatch.setenv("OPENAI_BASE_URL", bad)
+    with pytest.raises(UsageError, match="OPENAI_BASE_URL=.* is not an http"):
+        from_spec(spec)
+
+
+@pytest.mark.parametrize(("spec", "variable"), [("openai:gpt-4o-mini@http://127.0.0.1:9/v1", "OPENAI_BASE_URL"),
+                                                ("anthropic:claude@https://example.test", "ANTHROPIC_BASE_URL")])
+def test_a_vendor_form_refuses_a_url_instead_of_sending_it_as_the_model(
+    monkeypatch: pytest.MonkeyPatch, spec: str, variable: str
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    monkeypatch.setenv(variable, ELSEWHERE)
+    with pytest.raises(UsageError, match=f"does not take; set {variable} or use openai-compatible") as caught:
+        from_spec(spec)
+    assert all(form in str(caught.value) for form in FORMS)
+
+
+def test_a_bad_base_url_in_the_spec_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="base_url must be an http"):
+        from_spec("openai-compatible:m@http://host:port/v1")
+
+
+async def test_openai_through_openai_base_url_needs_no_key_and_sends_one_if_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", ELSEWHERE)
+    mock = Mock(OPENAI_SSE)
+    async with mock.client:
+        assert await collect(from_spec("openai:gpt-4o-mini", client=mock.client)) == [
+            TextDelta("Hello from the mock"), Finish("stop")]
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-123")
+        await collect(from_spec("openai:gpt-4o-mini", client=mock.client))
+    keyless, keyed = mock.requests
+    assert [str(r.url) for r in mock.requests] == [f"{ELSEWHERE}/chat/completions"] * 2
+    assert "authorization" not in keyless.headers
+    assert keyed.headers["authorization"] == "Bearer sk-test-123"
+
+
+def test_openai_base_url_naming_openai_itself_still_needs_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://api.openai.com/v1")
+    with pytest.raises(UsageError, match="OPENAI_API_KEY"):
+        from_spec("openai:gpt-4o-mini")
+
+
+async def test_openai_compatible_through_openai_base_url_carries_the_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", ELSEWHERE)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-123")
+    mock = Mock(OPENAI_SSE)
+    async with mock.client:
+        made = from_spec("openai-compatible:llama3", client=mock.client)
+        assert await collect(made) == [TextDelta("Hello from the mock"), Finish("stop")]
+    [sent] = mock.requests
+    assert str(sent.url) == f"{ELSEWHERE}/chat/completions"
+    assert sent.headers["authorization"] == "Bearer sk-test-123"
+    assert json.loads(sent.content)["model"] == "llama3"
+
+
+@pytest.mark.parametrize(("environment", "field"), [({}, "max_completion_tokens"),
+                                                    ({"OPENAI_BASE_URL": ELSEWHERE}, "max_tokens")])
+def test_a_reasoning_model_gets_max_completion_tokens_only_from_openai_itself(
+    monkeypatch: pytest.MonkeyPatch, environment: dict[str, str], field: str
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    made = from_spec("openai:o4-mini")
+    assert isinstance(made, OpenAICompatible)
+    body = made.body(Request((Turn(Role.USER, (Text("hi"),)),), (), Options(max_tokens=64)))
+    assert body[field] == 64 and len({"max_tokens", "max_completion_tokens"} & body.keys()) == 1
