@@ -62,8 +62,8 @@ def test_every_error_derives_from_loop_error_is_documented_and_drawn_where_it_si
     assert tree[name] == public_parent(cls)
 
 
-def test_the_tree_names_only_real_classes() -> None:
-    assert set(drawn_tree()) == set(PUBLIC)
+def test_the_tree_draws_every_error_of_this_module() -> None:
+    assert set(PUBLIC) <= set(drawn_tree())  # the others, of other packages, are checked in tests/test_errors_tree.py
 
 
 def test_provider_error_carries_status_body_and_retryable() -> None:
