@@ -2,25 +2,35 @@
 
 A ``Manager`` opens ``Session`` objects by id; each runs one worker that processes its user messages in order
 with a ``TurnProcessor`` (see ``cognitive.new_turn_processor``) and persists every completed turn through a
-``Store``: ``MemoryStore`` or the durable ``SQLiteStore``. Conduits (``Conduit.serve(manager)``) connect the
-outside world: ``StdioConduit`` (a terminal chat), ``HTTPConduit`` (sessions, an SSE event stream, OpenAPI,
-and the OpenAI-compatible API; ``openai_routes``/``openai_app`` serve that API on its own) and ``MCPConduit``
-(the agent as an MCP tool). ``MCPTools`` brings the tools of MCP servers in.
+``Store``. Conduits (``Conduit.serve(manager)``) connect the outside world. The parts:
+
+    session          Session, Manager and the events they publish; StdioConduit (a terminal chat)
+    session.stores   Store, MemoryStore, the durable SQLiteStore, open_store
+    session.http     HTTPConduit: sessions, an SSE event stream, OpenAPI, and the OpenAI-compatible API
+    session.openai   openai_routes / openai_app: the OpenAI-compatible API on its own
+    session.mcp      MCPTools (the tools of MCP servers) and MCPConduit (the agent as an MCP tool)
+    session.testing  check_store: the conformance check for a store of your own
+    python -m session chat|serve|mcp MODULE:FACTORY    the command line
+
+Every name here is also importable from ``session`` itself, and loads its module on first use: ``import
+session`` loads none of them, and ``from session import MCPTools`` loads the MCP client without the HTTP server.
 """
 
-from session._conduit import Conduit
-from session._eventlog import EventLog, EventReader, EventsLost, LoggedEvent
-from session._events import Interrupted, MessageFailed, MessageFinished, MessageQueued, MessageStarted, TurnStored
-from session._guards import RateLimit
-from session._http import HTTPConduit
-from session._mcp_servers import MCPHTTPServer, MCPServer, MCPStdioServer
-from session._manager import Manager, SessionLimit, StepFactory, step_factory
-from session._openai_api import openai_app, openai_routes
-from session._session import Message, Session, SessionBusy, SessionClosed, TurnProcessor
-from session._sqlite import SQLiteStore, open_store
-from session._stdio import StdioConduit
-from session._store import MemoryStore, Store, StoreConflict, StoreError
-from session._wire import event_to_json
+from typing import TYPE_CHECKING
+
+from session._lazy import exports
+
+if TYPE_CHECKING:
+    from session._conduit import Conduit
+    from session._events import Interrupted, MessageFailed, MessageFinished, MessageQueued, MessageStarted, TurnStored
+    from session._manager import Manager, SessionLimit, StepFactory, step_factory
+    from session._session import Message, Session, SessionBusy, SessionClosed, TurnProcessor
+    from session._stdio import StdioConduit
+    from session.http import EventLog, EventReader, EventsLost, HTTPConduit, LoggedEvent, RateLimit, event_to_json
+    from session.mcp import (MCPConduit, MCPConnectionError, MCPHTTPServer, MCPServer, MCPStdioServer, MCPTool,
+                             MCPToolError, MCPTools)
+    from session.openai import openai_app, openai_routes
+    from session.stores import MemoryStore, SQLiteStore, Store, StoreConflict, StoreError, open_store
 
 __all__ = [
     "Conduit",
@@ -65,22 +75,18 @@ __all__ = [
     "step_factory",
 ]
 
-# The MCP client and server load the mcp SDK (about a third of a second), so they load on first use.
-_LAZY = {
-    "MCPConduit": "session._mcp_conduit",
-    "MCPConnectionError": "session._mcp_tools",
-    "MCPTool": "session._mcp_tools",
-    "MCPToolError": "session._mcp_tools",
-    "MCPTools": "session._mcp_tools",
-}
-
-
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'session' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+# Where each name lives; the imports above say the same to type checkers (a test keeps the two alike).
+__getattr__, __dir__ = exports(__name__, {
+    "session._conduit": ("Conduit",),
+    "session._events": ("Interrupted", "MessageFailed", "MessageFinished", "MessageQueued", "MessageStarted",
+                        "TurnStored"),
+    "session._manager": ("Manager", "SessionLimit", "StepFactory", "step_factory"),
+    "session._session": ("Message", "Session", "SessionBusy", "SessionClosed", "TurnProcessor"),
+    "session._stdio": ("StdioConduit",),
+    "session.http": ("EventLog", "EventReader", "EventsLost", "HTTPConduit", "LoggedEvent", "RateLimit",
+                     "event_to_json"),
+    "session.mcp": ("MCPConduit", "MCPConnectionError", "MCPHTTPServer", "MCPServer", "MCPStdioServer", "MCPTool",
+                    "MCPToolError", "MCPTools"),
+    "session.openai": ("openai_app", "openai_routes"),
+    "session.stores": ("MemoryStore", "SQLiteStore", "Store", "StoreConflict", "StoreError", "open_store"),
+})

@@ -14,7 +14,7 @@ import anyio
 
 from loop import LoopError, Provider, UsageError, tracing
 from session._manager import Manager, StepFactory, step_factory
-from session._sqlite import open_store
+from session.stores._open import open_store
 
 DEFAULT_STORE = "sqlite:///sessions.db"
 
@@ -98,7 +98,7 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
 
                 await StdioConduit(session_id=args.session).serve(manager)
             elif args.command == "mcp":
-                from session._mcp_conduit import DESCRIPTION, MCPConduit
+                from session.mcp._conduit import DESCRIPTION, MCPConduit
 
                 mcp = MCPConduit(transport="http" if args.http else "stdio", tool=args.tool,
                                  description=args.description or DESCRIPTION, host=args.host, port=args.port,
@@ -106,7 +106,7 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
                 async with anyio.create_task_group() as group:
                     say(f"serving the agent as MCP tool {args.tool!r} on {await group.start(mcp.serve, manager)}")
             else:
-                from session._http import HTTPConduit
+                from session.http._conduit import HTTPConduit
 
                 conduit = HTTPConduit(host=args.host, port=args.port, token=args.token,
                                       allow_no_token=args.token is None)

@@ -13,7 +13,8 @@ import anyio.abc
 
 from loop import EventBus, LoopError, Provider, State, Step, Tool, Turn, TurnExecutor, UsageError, tracing
 from session._session import Session, TurnProcessor
-from session._store import MemoryStore, Store, check_session_id
+from session.stores._memory import MemoryStore
+from session.stores._protocol import Store, check_session_id
 
 StepFactory = Callable[[Provider, EventBus], TurnExecutor]
 _log = tracing.logger("session.manager")

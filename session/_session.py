@@ -37,7 +37,8 @@ from session._events import (
     TurnStored,
 )
 from session._mainline import Persisting, describe, extends, failed_conversation
-from session._store import MemoryStore, Store
+from session.stores._memory import MemoryStore
+from session.stores._protocol import Store
 
 TurnProcessor = Callable[[TurnExecutor, State], Awaitable[State]]
 Message = Union[str, Part, Sequence[Part]]

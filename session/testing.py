@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 import anyio
 
 from loop import LoopError, Reasoning, Role, Text, ToolCall, ToolResult, Turn, Usage
-from session._store import Store, StoreConflict
+from session.stores._protocol import Store, StoreConflict
 
 
 class ConformanceError(LoopError):

@@ -50,6 +50,13 @@ PUBLIC = {
         "TurnProcessor", "TurnStored", "event_to_json", "open_store", "openai_app", "openai_routes",
         "step_factory",
     ],
+    "session.stores": ["MemoryStore", "SQLiteStore", "Store", "StoreConflict", "StoreError", "open_store"],
+    "session.http": ["EventLog", "EventReader", "EventsLost", "HTTPConduit", "LoggedEvent", "RateLimit", "event_to_json"],
+    "session.openai": ["openai_app", "openai_routes"],
+    "session.mcp": [
+        "MCPConduit", "MCPConnectionError", "MCPHTTPServer", "MCPServer", "MCPStdioServer", "MCPTool", "MCPToolError",
+        "MCPTools",
+    ],
     "sandbox": [
         "BuiltImage", "DockerSandbox", "ExecResult", "FunctionSandbox", "ImageRecipe", "Sandbox", "SandboxConfig",
         "SandboxError", "ToolBridge", "UnsafeLocalSandbox", "accepts_tools", "build_image",

@@ -22,7 +22,7 @@ import anyio
 
 import provider
 from loop import Role, State, Step, Text, tool
-from session._mcp_tools import MCPStdioServer, MCPTools
+from session.mcp import MCPStdioServer, MCPTools
 from tests.benchmarks._harness import Figure, interleave_async
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ from mcp import Client, StdioServerParameters
 from cognitive import ReAct
 from loop import Request, Role, State, Step, Text, ToolSpec
 from provider import Function, tool_call
-from session._mcp_tools import MCPStdioServer, MCPTools
+from session.mcp import MCPStdioServer, MCPTools
 from tests.examples import ROOT, load_example
 
 mcp_tools = load_example("mcp_tools")

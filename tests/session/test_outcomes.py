@@ -33,8 +33,8 @@ from session import (
     TurnProcessor,
     step_factory,
 )
-from session._mcp_conduit import MCPConduit
-from session._openai_api import openai_app
+from session.mcp import MCPConduit
+from session.openai import openai_app
 from verifier import FunctionVerifier, Result, failed, passed
 
 CAPPED = "capped answer"

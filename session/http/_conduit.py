@@ -1,0 +1,133 @@
+"""``HTTPConduit``: serves a manager's sessions over HTTP with uvicorn: the session routes, the OpenAI-compatible
+API beside them, and the guards in front of both (request log, bearer auth, rate limit, body size)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+
+import anyio
+import anyio.abc
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+
+from loop import UsageError
+from provider._http import is_loopback
+from session._manager import Manager
+from session._serving import listen, serve_asgi
+from session.http._guards import ERROR_HANDLERS, BearerAuth, BodyLimit, RateLimit, RateLimited, RequestLog
+from session.http._routes import OPEN_PATHS, SessionRoutes
+from session.openai._app import openai_routes
+
+__all__ = ["HTTPConduit"]
+
+
+def _check_tokens(token: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    if token is None:
+        return None
+    tokens = (token,) if isinstance(token, str) else tuple(token)
+    if not tokens:
+        raise UsageError("token must be a string or a non-empty sequence of strings")
+    for t in tokens:
+        if not (isinstance(t, str) and t and t.isprintable() and not any(c.isspace() for c in t)):
+            raise UsageError("a bearer token must be a non-empty string of printable characters without spaces")
+    return tokens
+
+
+class HTTPConduit:
+    """Serves a manager's sessions over HTTP (the routes are listed in ``session.http._routes``).
+
+    ``token`` is the bearer token clients must send (or several, one per client: each sees only its own
+    sessions). Without one the conduit is refused unless ``allow_no_token`` and ``host`` is a loopback
+    address. Request bodies over ``max_body_bytes`` get 413; POSTs beyond ``rate_limit`` per token get 429
+    (``None``: no limit). The event stream sends a keep-alive comment after ``keepalive`` quiet seconds and
+    keeps the last ``event_log_size`` events of each session for clients that resume. Unless
+    ``openai_model`` is ``None``, the same server answers the OpenAI-compatible ``/v1/chat/completions`` and
+    ``/v1/models`` (listing that model name) behind the same token.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        token: str | Sequence[str] | None = None,
+        allow_no_token: bool = False,
+        max_body_bytes: int = 1_000_000,
+        rate_limit: RateLimit | None = RateLimit(),
+        keepalive: float = 15.0,
+        event_log_size: int = 10_000,
+        shutdown_timeout: float = 5.0,
+        openai_model: str | None = "agent",
+    ) -> None:
+        self.tokens = _check_tokens(token)
+        if not isinstance(host, str) or not host:
+            raise UsageError(f"host must be a host name or address, got {host!r}")
+        if self.tokens is None and not allow_no_token:
+            raise UsageError("HTTPConduit needs a bearer token (token=...); to serve this machine only without one, "
+                             "pass allow_no_token=True with a loopback host")
+        if self.tokens is None and not is_loopback(host):
+            raise UsageError(f"refusing to serve {host!r} without a token: anyone who can reach it could use "
+                             "every session; pass token=... or serve a loopback host (127.0.0.1)")
+        if not (isinstance(port, int) and not isinstance(port, bool) and 0 <= port <= 65535):
+            raise UsageError(f"port must be 0..65535 (0: any free port), got {port!r}")
+        if not (isinstance(max_body_bytes, int) and max_body_bytes > 0):
+            raise UsageError(f"max_body_bytes must be a positive integer, got {max_body_bytes!r}")
+        if rate_limit is not None and not isinstance(rate_limit, RateLimit):
+            raise UsageError(f"rate_limit must be a RateLimit or None, got {rate_limit!r}")
+        for name, value in (("keepalive", keepalive), ("shutdown_timeout", shutdown_timeout)):
+            if not (isinstance(value, (int, float)) and value > 0):
+                raise UsageError(f"{name} must be a positive number of seconds, got {value!r}")
+        if not (isinstance(event_log_size, int) and event_log_size >= 1):
+            raise UsageError(f"event_log_size must be a positive integer, got {event_log_size!r}")
+        self.host, self.port = host, port
+        self.max_body_bytes = max_body_bytes
+        self.rate_limit = rate_limit
+        self.keepalive = float(keepalive)
+        self.event_log_size = event_log_size
+        self.shutdown_timeout = float(shutdown_timeout)
+        if openai_model is not None and (not isinstance(openai_model, str) or not openai_model.strip()):
+            raise UsageError(f"openai_model must be a model name or None, got {openai_model!r}")
+        self.openai_model = openai_model
+
+    @contextlib.asynccontextmanager
+    async def _running(self, manager: Manager) -> AsyncIterator[tuple[Starlette, SessionRoutes]]:
+        if not isinstance(manager, Manager):
+            raise UsageError(f"HTTPConduit serves a session Manager, got {manager!r}")
+        async with anyio.create_task_group() as group:
+            api = SessionRoutes(manager, group, keepalive=self.keepalive, log_size=self.event_log_size)
+            try:
+                yield self._starlette(api), api
+            finally:
+                api.close()
+
+    @contextlib.asynccontextmanager
+    async def app(self, manager: Manager) -> AsyncIterator[Starlette]:
+        """The ASGI app for ``manager``, running for the body of the ``async with``; on exit every event
+        stream ends. Use it with any ASGI server, or with ``httpx.ASGITransport`` in tests."""
+        async with self._running(manager) as (app, _):
+            yield app
+
+    def _starlette(self, api: SessionRoutes) -> Starlette:
+        routes = api.routes()
+        if self.openai_model is not None:
+            routes += openai_routes(api.manager, model_name=self.openai_model, session_key=api.key, on_open=api.opened,
+                                    max_body_bytes=self.max_body_bytes, keepalive=self.keepalive)
+        middleware = [Middleware(RequestLog), Middleware(BearerAuth, tokens=self.tokens, open_paths=OPEN_PATHS)]
+        if self.rate_limit is not None:
+            middleware.append(Middleware(RateLimited, limit=self.rate_limit))
+        middleware.append(Middleware(BodyLimit, max_bytes=self.max_body_bytes))
+        return Starlette(routes=routes, middleware=middleware, exception_handlers=ERROR_HANDLERS)
+
+    async def serve(self, manager: Manager, *, task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED
+                    ) -> None:
+        """Serve ``manager`` with uvicorn until cancelled (asyncio only). With ``await group.start(conduit.serve,
+        manager)`` the caller gets the server's URL once it accepts connections (useful with ``port=0``).
+
+        On cancellation it stops accepting, ends every event stream, lets requests in flight finish (for up
+        to ``shutdown_timeout`` seconds) and re-raises. Sessions and their turns are the manager's: they go on.
+        """
+        with listen(self.host, self.port) as sock:  # bound first, so a port in use fails plainly
+            async with self._running(manager) as (app, api):
+                await serve_asgi(app, sock, host=self.host, shutdown_timeout=self.shutdown_timeout,
+                                 task_status=task_status, on_stop=api.close)  # event streams end first

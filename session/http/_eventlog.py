@@ -1,0 +1,203 @@
+"""``EventLog``: a session's events, numbered and kept, so a reader can catch up and then follow live.
+
+This is what lets a client that disconnects lose nothing: the log records every event of the session whether
+or not anyone is reading, and a reader that comes back with the last id it saw gets exactly what came after.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Union
+
+import anyio
+import attrs
+
+from loop import EventBus, Stamped, UsageError
+from session.http._wire import dumps, event_to_json
+
+__all__ = ["EventLog", "EventReader", "EventsLost", "LoggedEvent", "time_ids"]
+
+
+def time_ids() -> int:
+    """A first id for a new log above any id an earlier log gave out: microseconds since the epoch (a log
+    would need more than one event a microsecond, for its whole life, to catch up with its successor)."""
+    return time.time_ns() // 1_000
+
+
+@attrs.frozen
+class LoggedEvent:
+    """One recorded event: its number in the log (from 1), its wire ``type`` and its JSON text ``data``."""
+
+    id: int
+    type: str
+    data: str
+
+
+@attrs.frozen
+class EventsLost:
+    """Stands in for ``count`` events a reader asked for that the log no longer holds (it keeps the last N)."""
+
+    count: int
+
+
+Entry = Union[LoggedEvent, EventsLost]
+
+
+class EventLog:
+    """Records every event published on ``events`` with a rising integer id (from ``first_id``), keeping the
+    last ``size``.
+
+    It subscribes at once (without a buffer limit, so nothing is dropped) and records events while ``run``
+    runs, which it must, in a task group; readers also bring it up to date, so they never see it lag. ``attach`` moves it to another bus (a session reopened under the
+    same id) and numbering carries on. Readers (``reader(after)``) replay what follows an id, then wait for
+    more. ``close`` stops recording; readers then finish once they have read everything.
+
+    A log that replaces another (a session reopened after its log was dropped, or a server restarted) should
+    start above every id the old one gave out, so that a reader coming back with an old id reads the new log
+    from its start: ``first_id=time_ids()`` does, while the clock goes forward.
+    """
+
+    def __init__(self, events: EventBus, *, size: int = 10_000, first_id: int = 1) -> None:
+        if not (isinstance(size, int) and not isinstance(size, bool) and size >= 1):
+            raise UsageError(f"an event log's size must be a positive integer, got {size!r}")
+        if not (isinstance(first_id, int) and not isinstance(first_id, bool) and first_id >= 1):
+            raise UsageError(f"an event log's first id must be a positive integer, got {first_id!r}")
+        self.size = size
+        self.events = events
+        self.closed = False
+        self._subscription = events.subscribe(buffer=None, stamped=True, main_line=True)
+        self._ring: list[LoggedEvent] = []
+        self._start = first_id
+        self._next = first_id
+        self._wake: anyio.Event | None = None
+        self._moved: anyio.Event | None = None
+
+    @property
+    def last_id(self) -> int:
+        """The id of the newest event; one less than the first id before the first event."""
+        return self._next - 1
+
+    @property
+    def first_id(self) -> int:
+        """The id of the oldest event still kept (``last_id + 1`` while the log is empty)."""
+        return max(self._start, self._next - self.size)
+
+    def entry(self, event_id: int) -> LoggedEvent:
+        """The kept event with this id; ``UsageError`` if it is not (or no longer) in the log."""
+        if not self.first_id <= event_id <= self.last_id:
+            raise UsageError(f"event {event_id} is not in the log (it holds {self.first_id}..{self.last_id})")
+        return self._ring[(event_id - self._start) % self.size]
+
+    def record(self, event: Any) -> LoggedEvent:
+        """Number and keep ``event`` (encoded for the wire now), evicting the oldest beyond ``size``. A
+        ``Stamped`` event is recorded with the run path that published it (``"path"``, when there is one)."""
+        if type(event) is Stamped:
+            data = event_to_json(event.event)
+            if event.path:
+                data["path"] = event.path
+        else:
+            data = event_to_json(event)
+        entry = LoggedEvent(self._next, data["type"], dumps(data))
+        if len(self._ring) < self.size:
+            self._ring.append(entry)
+        else:
+            self._ring[(entry.id - self._start) % self.size] = entry
+        self._next += 1
+        self._wake_readers()
+        return entry
+
+    def attach(self, events: EventBus) -> None:
+        """Record from ``events`` from now on (a session reopened under the same id); the same bus is a no-op."""
+        if self.closed:
+            raise UsageError("this event log is closed")
+        if events is self.events:
+            return
+        # Catching up and subscribing anew happen without a checkpoint between them, so no event falls in a gap.
+        self.catch_up()
+        self._subscription.close()
+        self._subscription = events.subscribe(buffer=None, stamped=True, main_line=True)
+        self.events = events
+        if self._moved is not None:
+            self._moved.set()
+
+    def close(self) -> None:
+        """Stop recording; readers finish once they have read what the log holds."""
+        if not self.closed:
+            self.catch_up()
+            self.closed = True
+            self._subscription.close()
+            self._wake_readers()
+            if self._moved is not None:
+                self._moved.set()
+
+    async def run(self) -> None:
+        """Record events until ``close``. Run it in a task group; cancelling it stops recording too."""
+        try:
+            while not self.closed:
+                subscription = self._subscription
+                self._moved = anyio.Event()
+                async for event in subscription:
+                    self.record(event)
+                if subscription is self._subscription and not self.closed:
+                    await self._moved.wait()  # closed by someone else: wait for attach or close
+        finally:
+            self.close()
+
+    def reader(self, after: int = 0) -> EventReader:
+        """A reader of the events after id ``after`` (0: from the start). An id from before this log's first
+        (one a log it replaced gave out) reads from its start; an id beyond the newest, from the newest on."""
+        if not (isinstance(after, int) and not isinstance(after, bool) and after >= 0):
+            raise UsageError(f"'after' must be an event id >= 0, got {after!r}")
+        self.catch_up()
+        return EventReader(self, min(max(after, self._start - 1), self.last_id))
+
+    def catch_up(self) -> None:
+        """Record the events published but not yet recorded (``run`` does so too, a moment later)."""
+        if not self.closed:
+            for event in self._subscription.drain():
+                self.record(event)
+
+    def _wake_readers(self) -> None:
+        wake, self._wake = self._wake, None
+        if wake is not None:
+            wake.set()
+
+    async def _changed(self) -> None:
+        if self._wake is None:
+            self._wake = anyio.Event()
+        await self._wake.wait()
+
+
+class EventReader:
+    """One reader's place in an ``EventLog``: ``position`` is the id of the last event it was given."""
+
+    def __init__(self, log: EventLog, position: int) -> None:
+        self.log = log
+        self.position = position
+
+    @property
+    def done(self) -> bool:
+        """Whether the log is closed and this reader has everything it holds."""
+        return self.log.closed and self.position >= self.log.last_id
+
+    def pending(self) -> list[Entry]:
+        """Every entry after ``position`` the log holds, without waiting; an ``EventsLost`` first if some of
+        them were evicted before this reader got to them."""
+        log = self.log
+        log.catch_up()
+        out: list[Entry] = []
+        first = log.first_id
+        if self.position + 1 < first:
+            out.append(EventsLost(first - 1 - self.position))
+            self.position = first - 1
+        while self.position < log.last_id:
+            entry = log.entry(self.position + 1)
+            out.append(entry)
+            self.position = entry.id
+        return out
+
+    async def wait(self) -> None:
+        """Return once there is something after ``position`` or the log is closed. Safe to cancel."""
+        self.log.catch_up()
+        while not self.log.closed and self.position >= self.log.last_id:
+            await self.log._changed()

@@ -1,0 +1,277 @@
+"""The ASGI middlewares in front of the HTTP conduit: request log, bearer auth, rate limit and body size.
+
+Each is Starlette-shaped: ``Middleware(app, *, settings)`` with one ``__call__`` that either answers the
+request itself (with a JSON error) or passes it to ``app``. Errors are ``{"error": {"type", "message"}}``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import attrs
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from loop import LoopError, UsageError, tracing
+from session._manager import SessionLimit
+from session._session import SessionBusy, SessionClosed
+from session.stores._protocol import StoreError
+
+_log = tracing.logger("session.http")
+_SESSION_PATH = re.compile(r"^/sessions/([^/]+)")
+Scope = dict[str, Any]
+ASGIApp = Callable[..., Any]
+
+
+class Problem(LoopError):
+    """Raised to answer a request with an HTTP error: ``status``, a snake_case ``kind`` and a message."""
+
+    def __init__(self, status: int, kind: str, message: str, headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+        self.message = message
+        self.headers = dict(headers or {})
+
+    def body(self) -> bytes:
+        return json.dumps({"error": {"type": self.kind, "message": self.message}}).encode()
+
+
+async def send_problem(send: Callable[..., Any], problem: Problem) -> None:
+    """Answer with ``problem`` as a JSON error response."""
+    headers = [(b"content-type", b"application/json")]
+    headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in problem.headers.items()]
+    await send({"type": "http.response.start", "status": problem.status, "headers": headers})
+    await send({"type": "http.response.body", "body": problem.body()})
+
+
+def _answer(problem: Problem) -> Response:
+    return Response(problem.body(), problem.status, problem.headers, media_type="application/json")
+
+
+async def _on_problem(request: Request, exc: Exception) -> Response:
+    if not isinstance(exc, Problem):  # pragma: no cover - Starlette routes only Problems here
+        raise exc
+    return _answer(exc)
+
+
+async def _on_http(request: Request, exc: Exception) -> Response:
+    status = getattr(exc, "status_code", 500)
+    kind = {404: "not_found", 405: "method_not_allowed"}.get(status, "http_error")
+    message = {404: f"no route {request.url.path}", 405: f"{request.method} is not allowed on {request.url.path}"}
+    return _answer(Problem(status, kind, message.get(status, str(getattr(exc, "detail", exc))),
+                           getattr(exc, "headers", None)))
+
+
+async def _on_store(request: Request, exc: Exception) -> Response:
+    _log.error("store failure", path=request.url.path, error=repr(exc))
+    return _answer(Problem(500, "store_error", f"the session store failed, nothing was written: {exc}"))
+
+
+def _on(status: int, kind: str, headers: Mapping[str, str] | None = None) -> Callable[..., Any]:
+    async def handle(request: Request, exc: Exception) -> Response:
+        return _answer(Problem(status, kind, str(exc), headers))
+
+    return handle
+
+
+async def _on_crash(request: Request, exc: Exception) -> Response:
+    return _answer(Problem(500, "internal_error", f"the server failed ({type(exc).__name__}); see its log"))
+
+
+# Starlette exception handlers: every error a route can raise, answered as a JSON ``Problem``.
+ERROR_HANDLERS: dict[Any, Callable[..., Any]] = {
+    Problem: _on_problem,
+    HTTPException: _on_http,
+    StoreError: _on_store,
+    SessionBusy: _on(429, "session_busy", {"retry-after": "1"}),
+    SessionLimit: _on(503, "session_limit"),
+    SessionClosed: _on(409, "session_closed"),
+    Exception: _on_crash,
+}
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+def owner_of(token: str) -> str:
+    """The name a token's sessions and logs go by: a short digest, so the token never reaches a log."""
+    return "tok_" + hashlib.sha256(token.encode()).hexdigest()[:16]
+
+
+@attrs.frozen
+class RateLimit:
+    """At most ``per_second`` requests a second per token on average, in bursts of up to ``burst``."""
+
+    per_second: float = 20.0
+    burst: int = 40
+
+    def __attrs_post_init__(self) -> None:
+        if not (isinstance(self.per_second, (int, float)) and self.per_second > 0):
+            raise UsageError(f"per_second must be a positive number, got {self.per_second!r}")
+        if not (isinstance(self.burst, int) and self.burst >= 1):
+            raise UsageError(f"burst must be a positive integer, got {self.burst!r}")
+
+
+class RequestLog:
+    """Logs every request (method, path, status, duration, session id) and runs it in a tracing span."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        method, path = scope["method"], scope["path"]
+        found = _SESSION_PATH.match(path)
+        session_id = found.group(1) if found else None
+        route = _SESSION_PATH.sub("/sessions/{id}", path)
+        status = [500]  # stays 500 if the app raises before answering
+
+        async def observed(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        started = time.perf_counter()
+        attributes = {"http.request.method": method, "http.route": route, "url.path": path, "session.id": session_id}
+        with tracing.span(f"HTTP {method} {route}", attributes) as span:
+            try:
+                await self.app(scope, receive, observed)
+            finally:
+                span.set_attribute("http.response.status_code", status[0])
+                if status[0] >= 500:
+                    span.set_attribute("error.type", str(status[0]))
+                owner = scope.get("state", {}).get("owner")
+                log = _log.warning if status[0] >= 500 else _log.info
+                log("http request", method=method, path=path, status=status[0], session=session_id,
+                          owner=owner, duration_ms=round((time.perf_counter() - started) * 1000, 2))
+
+
+class BearerAuth:
+    """Requires ``Authorization: Bearer <token>`` with one of ``tokens`` on every path but ``open_paths``.
+
+    The request's owner (``owner_of(token)``) goes to ``scope["state"]["owner"]``. With ``tokens=None`` every
+    request is let in as the owner ``"anonymous"`` (only for a loopback server; the conduit checks that).
+    """
+
+    def __init__(self, app: ASGIApp, *, tokens: Iterable[str] | None, open_paths: Iterable[str] = ()) -> None:
+        self.app = app
+        # Looked up by digest, so the comparison time does not depend on how much of a guess was right.
+        self._owners = None if tokens is None else {
+            hashlib.sha256(t.encode()).digest(): owner_of(t) for t in tokens
+        }
+        self._open = frozenset(open_paths)
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] in self._open:
+            await self.app(scope, receive, send)
+            return
+        if self._owners is None:
+            owner = "anonymous"
+        else:
+            header = _header(scope, b"authorization") or ""
+            scheme, _, credentials = header.partition(" ")
+            challenge = {"www-authenticate": 'Bearer realm="session"'}
+            if scheme.lower() != "bearer" or not credentials.strip():
+                await send_problem(send, Problem(401, "unauthorized",
+                                                 "this route needs an 'Authorization: Bearer <token>' header",
+                                                 challenge))
+                return
+            found = self._owners.get(hashlib.sha256(credentials.strip().encode()).digest())
+            if found is None:
+                await send_problem(send, Problem(401, "unauthorized", "the bearer token is not valid", challenge))
+                return
+            owner = found
+        scope.setdefault("state", {})["owner"] = owner
+        await self.app(scope, receive, send)
+
+
+class RateLimited:
+    """Refuses POSTs beyond ``limit`` per owner with 429 and ``Retry-After`` (a token bucket per owner)."""
+
+    def __init__(self, app: ASGIApp, *, limit: RateLimit, clock: Callable[[], float] = time.monotonic) -> None:
+        self.app = app
+        self.limit = limit
+        self._clock = clock
+        self._buckets: dict[str, tuple[float, float]] = {}  # owner: (tokens left, when counted)
+
+    def _wait(self, owner: str) -> float:
+        """Take one token from ``owner``'s bucket; 0 if there was one, else the seconds until there is."""
+        now = self._clock()
+        tokens, stamp = self._buckets.get(owner, (float(self.limit.burst), now))
+        tokens = min(float(self.limit.burst), tokens + (now - stamp) * self.limit.per_second)
+        if tokens >= 1.0:
+            self._buckets[owner] = (tokens - 1.0, now)
+            return 0.0
+        self._buckets[owner] = (tokens, now)
+        return (1.0 - tokens) / self.limit.per_second
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            wait = self._wait(scope.get("state", {}).get("owner", ""))
+            if wait > 0:
+                seconds = max(1, math.ceil(wait))
+                await send_problem(send, Problem(
+                    429, "rate_limited", f"too many requests; at most {self.limit.per_second:g} a second "
+                    f"(bursts of {self.limit.burst}) per token; retry in {seconds} s", {"retry-after": str(seconds)}))
+                return
+        await self.app(scope, receive, send)
+
+
+class BodyLimit:
+    """Refuses request bodies over ``max_bytes`` with 413: by ``Content-Length`` before reading, and by
+    counting the bytes as they arrive (for chunked bodies, or a length that lies)."""
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    def _too_large(self) -> Problem:
+        return Problem(413, "payload_too_large", f"the request body is larger than {self.max_bytes} bytes")
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = _header(scope, b"content-length")
+        if declared is not None:
+            if not declared.strip().isdigit():
+                await send_problem(send, Problem(400, "bad_request", f"invalid Content-Length {declared!r}"))
+                return
+            if int(declared) > self.max_bytes:
+                await send_problem(send, self._too_large())
+                return
+        received = [0]
+        started = [False]
+
+        async def counted() -> dict[str, Any]:
+            message = await receive()
+            if message["type"] == "http.request":
+                received[0] += len(message.get("body", b""))
+                if received[0] > self.max_bytes:
+                    raise self._too_large()
+            return message
+
+        async def watched(message: dict[str, Any]) -> None:
+            started[0] = started[0] or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, watched)
+        except Problem as problem:  # the app did not turn it into a response itself
+            if started[0] or problem.status != 413:
+                raise
+            await send_problem(send, problem)

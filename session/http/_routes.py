@@ -1,0 +1,277 @@
+"""The HTTP conduit's routes: a manager's sessions over HTTP: messages in, a resumable SSE event stream out.
+
+Routes (every one but ``/healthz`` and ``/openapi.json`` needs ``Authorization: Bearer <token>``)::
+
+    POST   /sessions                        201 {"id"}                    open a session
+    DELETE /sessions/{id}                   204                           close it (its conversation stays stored)
+    POST   /sessions/{id}/messages          202 {"message_id","position"} queue a user message {"text"}
+    POST   /sessions/{id}/interrupt         200 {"dropped"}               cancel the current message
+    GET    /sessions/{id}/turns             200 {"turns"}                 the stored conversation
+    GET    /sessions/{id}/events            200 text/event-stream         every event, resumable by Last-Event-ID
+    GET    /openapi.json, GET /healthz
+    POST   /v1/chat/completions, GET /v1/models    the OpenAI-compatible API (see ``session.openai``)
+
+A session belongs to the token that opened it; to any other token it does not exist (404). Each token's
+sessions live in a namespace of their own: the manager and its store know a session as ``<owner>:<id>``,
+where the owner is a digest of the token, so ownership needs no table and outlives a restart: with a durable
+store, the same token reaches the same conversation after the server restarts. Closing a session
+(``DELETE``, or the manager closing it when idle) keeps its conversation: its turns and event stream can
+still be read (which opens nothing), and the next message reopens it. A session no message was ever sent to
+has nothing stored: once closed, it is gone. Event ids rise across logs and restarts (they start from the
+clock), so a reader that comes back with an id an earlier log gave out reads the current log from its start.
+
+Errors are JSON: ``{"error": {"type": "...", "message": "..."}}``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import anyio.abc
+import attrs
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from loop import EventBus, tracing
+from session._events import MessageQueued
+from session._manager import Manager
+from session._session import Session
+from session.http._eventlog import EventLog, EventReader, EventsLost, time_ids
+from session.http._guards import Problem
+from session.http._openapi import OPENAPI
+from session.http._wire import dumps
+
+_log = tracing.logger("session.http")
+OPEN_PATHS = ("/healthz", "/openapi.json")
+_EVENT_ID = re.compile(r"[0-9]{1,18}")
+MAX_NAME = 200  # the longest session id a client may use (the manager's id adds the owner's namespace)
+
+
+def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(dumps(data), status, headers, media_type="application/json")
+
+
+def _frame(item: Any) -> str:
+    if isinstance(item, EventsLost):
+        return f"event: events_lost\ndata: {dumps({'type': 'events_lost', 'count': item.count})}\n\n"
+    return f"id: {item.id}\nevent: {item.type}\ndata: {item.data}\n\n"
+
+
+def session_key(owner: str, session_id: str) -> str:
+    """The id the manager and its store know a token's session ``session_id`` by: in the owner's namespace."""
+    return f"{owner}:{session_id}"
+
+
+@attrs.define(eq=False)
+class _Owned:
+    """A session in use through this app: the manager's id for it (``key``), the id its client uses, and its
+    event log."""
+
+    key: str
+    id: str
+    log: EventLog
+
+
+class SessionRoutes:
+    """The session routes of one running app, and their shared state: the manager, and each session's owner
+    and event log."""
+
+    def __init__(self, manager: Manager, group: anyio.abc.TaskGroup, *, keepalive: float, log_size: int) -> None:
+        self.manager = manager
+        self.group = group
+        self.keepalive = keepalive
+        self.log_size = log_size
+        self.sessions: dict[str, _Owned] = {}  # by key
+
+    @staticmethod
+    def key(request: Request, session_id: str) -> str:
+        """The manager's id for the session the request's token calls ``session_id``."""
+        return session_key(request.state.owner, session_id)
+
+    def opened(self, session_id: str, session: Session) -> None:
+        """A session was opened by the OpenAI-compatible API: its log, if this app keeps one, follows it."""
+        owned = self.sessions.get(session.id)
+        if owned is not None:
+            self._follow(owned, session)
+
+    def routes(self) -> list[Route]:
+        """``/healthz``, ``/openapi.json`` and the session routes, answered by this object's methods."""
+        session = "/sessions/{id}"
+        return [
+            Route("/healthz", self.healthz, methods=["GET"]),
+            Route("/openapi.json", self.openapi, methods=["GET"]),
+            Route("/sessions", self.create, methods=["POST"]),
+            Route(session, self.delete, methods=["DELETE"]),
+            Route(f"{session}/messages", self.message, methods=["POST"]),
+            Route(f"{session}/interrupt", self.interrupt, methods=["POST"]),
+            Route(f"{session}/turns", self.turns, methods=["GET"]),
+            Route(f"{session}/events", self.events, methods=["GET"]),
+        ]
+
+    def close(self) -> None:
+        """End every event stream and stop recording (the app is going away)."""
+        for owned in self.sessions.values():
+            owned.log.close()
+
+    # -- helpers ------------------------------------------------------------------------------------------
+
+    async def _owned(self, request: Request) -> _Owned:
+        """The session the path names, for the request's token: in use here, open in the manager (opened
+        through the OpenAI-compatible API), or stored (closed, or from before a restart); else 404."""
+        session_id = request.path_params["id"]
+        key = self.key(request, session_id)
+        owned = self.sessions.get(key)
+        if owned is not None:
+            return owned
+        session = self.manager.get(key)
+        if session is None or session.closed:
+            # Known from the store only: reading it opens nothing; a message reopens it (``_live``), and
+            # its log follows it from then on.
+            if len(session_id) > MAX_NAME or await self.manager.store.load(key) is None:
+                raise Problem(404, "not_found", f"no session {session_id!r}")
+            events = EventBus()
+        else:
+            events = session.events
+        owned = self.sessions.get(key)  # another request may have taken it up while the store was read
+        if owned is None:
+            owned = self._track(key, session_id, events)
+        return owned
+
+    def _track(self, key: str, session_id: str, events: EventBus) -> _Owned:
+        """Start keeping the session's event log. Logs of sessions no longer open are dropped once this app
+        holds twice as many as the manager may have open (a client coming back to one gets a new log,
+        numbered on from the old: see ``time_ids``), so a long-running server does not grow without end."""
+        if len(self.sessions) >= 2 * self.manager.max_sessions:
+            for stale in [o for o in self.sessions.values() if self.manager.get(o.key) is None]:
+                del self.sessions[stale.key]
+                stale.log.close()
+        log = EventLog(events, size=self.log_size, first_id=time_ids())
+        owned = self.sessions[key] = _Owned(key, session_id, log)
+        self.group.start_soon(log.run)
+        return owned
+
+    def _open(self, owned: _Owned) -> Session | None:
+        """The session if it is open, with its log following its events (it may have been reopened)."""
+        session = self.manager.get(owned.key)
+        if session is None or session.closed:
+            return None
+        self._follow(owned, session)
+        return session
+
+    async def _live(self, owned: _Owned) -> Session:
+        """The session, reopened from the store if the manager closed it (e.g. when it was idle)."""
+        session = self._open(owned)
+        if session is None:
+            session = await self.manager.open(owned.key)
+            self._follow(owned, session)
+        return session
+
+    def _follow(self, owned: _Owned, session: Session) -> None:
+        """Make the session's log record ``session``'s events; a log let go meanwhile (deleted, or pruned by
+        ``_track`` while this request waited) is replaced by the current one, or a new one."""
+        if owned.log.closed:
+            current = self.sessions.get(owned.key)
+            owned = current if current is not None else self._track(owned.key, owned.id, session.events)
+        if owned.log.events is not session.events:
+            owned.log.attach(session.events)
+
+    @staticmethod
+    async def _body(request: Request, *, required: bool) -> dict[str, Any]:
+        raw = await request.body()
+        if not raw.strip():
+            if required:
+                raise Problem(400, "bad_json", "the request body is empty; send a JSON object")
+            return {}
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise Problem(400, "bad_json", f"the request body is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise Problem(422, "invalid_request", f"the request body must be a JSON object, not {type(data).__name__}")
+        return data
+
+    # -- routes -------------------------------------------------------------------------------------------
+
+    async def healthz(self, request: Request) -> Response:
+        return _json({"status": "ok"})
+
+    async def openapi(self, request: Request) -> Response:
+        return _json(OPENAPI)
+
+    async def create(self, request: Request) -> Response:
+        session_id = secrets.token_urlsafe(18)
+        key = self.key(request, session_id)
+        self._track(key, session_id, (await self.manager.open(key)).events)
+        return _json({"id": session_id}, 201, {"location": f"/sessions/{session_id}"})
+
+    async def delete(self, request: Request) -> Response:
+        owned = await self._owned(request)
+        del self.sessions[owned.key]
+        await self.manager.close(owned.key)
+        owned.log.close()
+        return Response(status_code=204)
+
+    async def message(self, request: Request) -> Response:
+        owned = await self._owned(request)
+        data = await self._body(request, required=True)
+        text = data.get("text")
+        if not isinstance(text, str) or not text.strip():
+            got = "missing" if "text" not in data else f"{type(text).__name__} {text!r}"[:80]
+            raise Problem(422, "invalid_message", f"'text' must be a non-empty string; got {got}")
+        session = await self._live(owned)
+        # The queue position is only published, so read it off the bus around the (synchronous) send.
+        with session.events.subscribe(buffer=None) as probe:
+            message_id = session.send(text)
+            queued = [e for e in probe.drain() if isinstance(e, MessageQueued) and e.message_id == message_id]
+        return _json({"message_id": message_id, "position": queued[0].position if queued else 0}, 202)
+
+    async def interrupt(self, request: Request) -> Response:
+        owned = await self._owned(request)
+        data = await self._body(request, required=False)
+        drop = data.get("drop_queued", True)
+        if not isinstance(drop, bool):
+            raise Problem(422, "invalid_request", f"'drop_queued' must be true or false, got {drop!r}"[:200])
+        session = self._open(owned)
+        dropped = 0 if session is None else session.interrupt(drop_queued=drop)
+        return _json({"dropped": dropped})
+
+    async def turns(self, request: Request) -> Response:
+        owned = await self._owned(request)
+        session = self._open(owned)
+        state = session.state if session is not None else await self.manager.store.load(owned.key)
+        if session is None and state is None:  # closed, and nothing was ever stored (or it was deleted)
+            if self.sessions.get(owned.key) is owned:
+                del self.sessions[owned.key]
+                owned.log.close()
+            raise Problem(404, "not_found", f"no session {owned.id!r}")
+        return _json({"id": owned.id, "turns": [] if state is None else [t.to_dict() for t in state]})
+
+    async def events(self, request: Request) -> Response:
+        owned = await self._owned(request)
+        if request.method == "HEAD":  # Starlette adds HEAD to GET routes; an endless body makes no sense for it
+            return Response(media_type="text/event-stream")
+        # The header wins: a browser reconnects to the same URL (with its old ?after=) plus a newer header.
+        raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
+        if not _EVENT_ID.fullmatch(raw.strip()):
+            raise Problem(400, "bad_event_id", f"Last-Event-ID / ?after= must be an event id (0 or more), got {raw!r}")
+        self._open(owned)
+        reader = owned.log.reader(int(raw.strip()))
+        return StreamingResponse(self._stream(reader), media_type="text/event-stream",
+                                 headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+
+    async def _stream(self, reader: EventReader) -> AsyncIterator[str]:
+        while True:
+            for item in reader.pending():
+                yield _frame(item)
+            if reader.done:
+                return
+            with anyio.move_on_after(self.keepalive) as waited:
+                await reader.wait()
+            if waited.cancelled_caught:
+                yield ": keep-alive\n\n"

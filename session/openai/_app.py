@@ -1,0 +1,280 @@
+"""The OpenAI-compatible endpoint: any OpenAI client can talk to the pattern a ``Manager`` runs.
+
+``openai_routes(manager)`` returns ``POST /v1/chat/completions``, ``GET /v1/models`` and ``GET /v1/models/{id}``
+to mount in any Starlette app (which does its own auth); ``openai_app(manager, token=...)`` serves them alone.
+
+Sessions. Chat Completions is stateless: the client sends the whole conversation each time. Each request gets
+a fresh session whose stored conversation is seeded with every message but the last; the last must be the
+user's, and it is the message the session processes. The session is closed once the answer is out, and its
+conversation deleted from the store (when the store can delete) unless ``keep_conversations``. A client that
+wants the server to keep a conversation, with the tool calls, results and reports it never sees, sends an
+``X-Session-Id: <id>`` header: a session that does not exist yet starts from the request's earlier messages;
+one that exists keeps its stored history and only the request's last message is used. The ``user`` field is
+not a session id: clients put a stable end-user id there, shared by all of that user's conversations.
+Responses carry ``X-Session-Id`` whenever the conversation is kept.
+
+Answers. ``message.content`` is the final answer (``state.answer``). ``finish_reason`` is ``"stop"``, or
+``"length"`` when the run was degraded (a budget or cap stopped it and the answer was written with what the
+pattern had), so a degraded run never passes for a clean one. ``usage`` sums every model call the request
+made: all turns after the user's message, not only the last. Sampling parameters (``temperature``,
+``max_tokens`` ...) are accepted and not used: the pattern chooses its own options. Client-side ``tools`` are
+refused: the agent runs its own tools and never hands a call to the client.
+
+What the agent did goes in ``reasoning_content``, a field standard clients ignore and reasoning-aware
+(DeepSeek-style) clients show apart from the answer: the model's reasoning, and a line (or block) for each
+tool call, tool result, verification report and degradation::
+
+    → calling add({"a": 2, "b": 3})
+    ← add: 5
+    verification report (attempt 1):
+    # Verification: 1 of 1 checks did not pass
+    ...
+    degraded: ReAct reached max_turns=12 ...
+
+Streaming sends them as they happen, as ``delta.reasoning_content``; a non-streaming answer carries the same
+lines in ``message.reasoning_content``.
+
+Streaming (``"stream": true``): ``chat.completion.chunk`` events: the role first, then each text delta as
+``delta.content`` the moment the model streams it, a last chunk with ``finish_reason``, a usage chunk
+(``choices: []``) if ``stream_options.include_usage``, and ``data: [DONE]``; SSE comments keep a quiet stream
+(a long tool call) open through proxies. Sent text cannot be taken back, so content streams from every model
+turn of the run: text a model writes before calling tools, or an answer a verifier rejects, stays in the
+streamed content (turns are separated by a blank line). The streamed content always ends with the final
+answer (sent once more at the end if the last streamed turn was not it, as when an earlier branch won) and
+is exactly the final answer when that is the run's only text, the usual case. A non-streaming answer holds
+the final answer only.
+
+Errors. Bad requests are answered as OpenAI does: ``{"error": {"message", "type", "param", "code"}}`` with 400,
+404 (unknown model), 413 (body over ``max_body_bytes``); 503 when the manager has its most sessions open, 429
+when a named session's queue is full (both safe to retry). A run that raises is answered 500 (502 when the
+model provider failed, 409 when the message was interrupted) with ``x-should-retry: false``: a retry would run
+the agent and its tools again. Mid-stream, the error is a ``data: {"error": {...}}`` event and the stream ends
+with no finish reason and no ``[DONE]`` (the ``openai`` package raises ``APIError``). A client that
+disconnects mid-stream interrupts its run: a fresh session is closed; a named session's message is
+interrupted if it is running (one still queued behind another client's message runs later).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import inspect
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Union
+
+import anyio
+from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from loop import LoopError, UsageError, tracing
+from session._manager import Manager, SessionLimit
+from session._session import Session
+from session.openai._completion import SESSION_HEADER, Completion
+from session.openai._request import ChatRequest, OpenAIError, parse_chat_request
+
+SessionAccess = Callable[[Request, str], Union[bool, Awaitable[bool]]]
+SessionKey = Callable[[Request, str], str]
+SessionOpened = Callable[[str, Session], None]
+_log = tracing.logger("session.openai")
+
+
+def openai_routes(manager: Manager, *, model_name: str = "agent", keep_conversations: bool = False,
+                  max_body_bytes: int = 4 * 1024 * 1024, session_access: SessionAccess | None = None,
+                  session_key: SessionKey | None = None, on_open: SessionOpened | None = None,
+                  keepalive: float = 15.0) -> list[Route]:
+    """The routes of the OpenAI-compatible API over ``manager`` (see the module docstring for the semantics).
+
+    ``model_name`` is the one model listed and accepted. ``session_access(request, session_id)`` (sync or
+    async), if given, decides whether a request may use the session its ``X-Session-Id`` names; refused
+    requests get 404. ``session_key(request, session_id)``, if given, is the id the manager knows that session by
+    (clients only ever see their own name for it): a server with several clients puts each client's sessions
+    in a namespace of its own, so two clients naming the same session never share it, even after a restart.
+    ``on_open(session_id, session)``, if given, hears of every session a request names, once it is open (the
+    HTTP conduit uses it to keep that session's event log following it).
+    A stream quiet for ``keepalive`` seconds (a long tool call) gets an SSE comment, so
+    proxies do not close it. The manager must be entered (``async with manager:``) while requests are served.
+    """
+    endpoint = _Endpoint(manager, model_name=model_name, keep_conversations=keep_conversations,
+                         max_body_bytes=max_body_bytes, session_access=session_access, session_key=session_key,
+                         on_open=on_open, keepalive=keepalive)
+    return [
+        Route("/v1/chat/completions", endpoint.create, methods=["POST"]),
+        Route("/v1/models", endpoint.models, methods=["GET"]),
+        Route("/v1/models/{model:path}", endpoint.model, methods=["GET"]),
+    ]
+
+
+def openai_app(manager: Manager, *, token: str | None = None, enter_manager: bool = True, **settings: Any) -> Starlette:
+    """A Starlette app serving only ``openai_routes(manager, **settings)``.
+
+    With a ``token``, every request needs ``Authorization: Bearer <token>`` (the ``api_key`` of an OpenAI
+    client); others get 401 in OpenAI's error format. With ``enter_manager``, the app's lifespan runs
+    ``async with manager:`` (servers such as uvicorn run it; ``httpx.ASGITransport`` does not).
+    """
+    if token is not None and (not isinstance(token, str) or not token.strip()):
+        raise UsageError(f"token must be a non-empty string or None, got {token!r}")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if enter_manager:
+            async with manager:
+                yield
+        else:
+            yield
+
+    return Starlette(routes=openai_routes(manager, **settings), lifespan=lifespan,
+                     middleware=[Middleware(_BearerAuth, token=token)] if token is not None else [],
+                     exception_handlers={HTTPException: _http_error})
+
+
+class _Endpoint:
+    """The handlers behind ``openai_routes``; each completion's own work goes to a ``Completion``."""
+
+    def __init__(self, manager: Manager, *, model_name: str, keep_conversations: bool, max_body_bytes: int,
+                 session_access: SessionAccess | None, session_key: SessionKey | None,
+                 on_open: SessionOpened | None, keepalive: float) -> None:
+        if not callable(getattr(manager, "open", None)):
+            raise UsageError(f"openai_routes needs a session Manager, got {manager!r}")
+        if not isinstance(model_name, str) or not model_name:
+            raise UsageError(f"model_name must be a non-empty string, got {model_name!r}")
+        if not (isinstance(max_body_bytes, int) and max_body_bytes > 0):
+            raise UsageError(f"max_body_bytes must be a positive integer, got {max_body_bytes!r}")
+        if not (isinstance(keepalive, (int, float)) and not isinstance(keepalive, bool) and keepalive > 0):
+            raise UsageError(f"keepalive must be a positive number of seconds, got {keepalive!r}")
+        if session_access is not None and not callable(session_access):
+            raise UsageError(f"session_access must be a function (request, session_id) -> bool, got {session_access!r}")
+        if session_key is not None and not callable(session_key):
+            raise UsageError(f"session_key must be a function (request, session_id) -> str, got {session_key!r}")
+        if on_open is not None and not callable(on_open):
+            raise UsageError(f"on_open must be a function (session_id, session), got {on_open!r}")
+        self.manager = manager
+        self.model_name = model_name
+        self.keep_conversations = bool(keep_conversations)
+        self.max_body_bytes = max_body_bytes
+        self.session_access = session_access
+        self.session_key = session_key
+        self.on_open = on_open
+        self.keepalive = float(keepalive)
+        self.created = int(time.time())
+
+    def _model(self) -> dict[str, Any]:
+        return {"id": self.model_name, "object": "model", "created": self.created, "owned_by": "session"}
+
+    async def models(self, request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [self._model()]})
+
+    async def model(self, request: Request) -> Response:
+        name = request.path_params["model"]
+        if name != self.model_name:
+            return OpenAIError(404, f"The model `{name}` does not exist or you do not have access to it.",
+                               param="model", code="model_not_found").response()
+        return JSONResponse(self._model())
+
+    async def create(self, request: Request) -> Any:
+        try:
+            chat = parse_chat_request(await self._body(request), model_name=self.model_name)
+            session, name, fresh = await self._open(request, chat)
+        except OpenAIError as error:
+            return error.response()
+        completion = Completion(self, session, chat, name=name, fresh=fresh)
+        return completion if chat.stream else await completion.respond()
+
+    async def _body(self, request: Request) -> bytes:
+        too_large = OpenAIError(413, f"The request body is larger than {self.max_body_bytes} bytes.",
+                                code="request_too_large")
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_body_bytes:
+            raise too_large
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > self.max_body_bytes:
+                raise too_large
+        return bytes(body)
+
+    async def _open(self, request: Request, chat: ChatRequest) -> tuple[Session, str, bool]:
+        """The request's session, the name its client knows it by, and whether it is a fresh one for this
+        request (named ``chatcmpl-...``) rather than the one the client named."""
+        named = request.headers.get(SESSION_HEADER)
+        if named is not None and not (named.strip() and len(named) <= 200):
+            raise OpenAIError(400, "The X-Session-Id header must name a session in 1 to 200 characters.",
+                              code="invalid_session_id")
+        try:
+            if named is None:
+                name = "chatcmpl-" + secrets.token_urlsafe(18)
+                return await self._open_fresh(self._key(request, name), chat), name, True
+            allowed = True if self.session_access is None else self.session_access(request, named)
+            if inspect.isawaitable(allowed):
+                allowed = await allowed
+            if not allowed:
+                raise OpenAIError(404, f"No session {named!r} is available to you.", code="session_not_found")
+            session = await self.manager.open(self._key(request, named), history=chat.history)
+            if self.on_open is not None:
+                self.on_open(named, session)
+            return session, named, False
+        except OpenAIError:
+            raise
+        except SessionLimit as exc:
+            raise OpenAIError(503, str(exc), type="server_error", code="session_limit") from exc
+        except LoopError as exc:
+            _log.warning("could not open a session", error=repr(exc))
+            raise OpenAIError(500, f"Could not open a session: {exc}", type="server_error",
+                              code="session_unavailable") from exc
+
+    def _key(self, request: Request, name: str) -> str:
+        return name if self.session_key is None else self.session_key(request, name)
+
+    async def _open_fresh(self, session_id: str, chat: ChatRequest) -> Session:
+        try:
+            return await self.manager.open(session_id, history=chat.history)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self.forget(session_id)
+            raise
+
+    async def forget(self, session_id: str) -> None:
+        """Delete a per-request conversation from the store, if the store can delete."""
+        delete = getattr(self.manager.store, "delete", None)
+        if not self.keep_conversations and callable(delete):
+            try:
+                await delete(session_id)
+            except LoopError as exc:
+                _log.warning("could not delete a per-request conversation", session=session_id, error=repr(exc))
+
+
+class _BearerAuth:
+    """Requires ``Authorization: Bearer <token>``; answers 401 in OpenAI's error format otherwise."""
+
+    def __init__(self, app: Any, *, token: str) -> None:
+        self.app = app
+        self._digest = hashlib.sha256(token.encode()).digest()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            scheme, _, credentials = Headers(scope=scope).get("authorization", "").partition(" ")
+            refusal = None
+            if scheme.lower() != "bearer" or not credentials.strip():
+                refusal = OpenAIError(401, "You didn't provide an API key. Send it in an 'Authorization: Bearer "
+                                           "<token>' header.", code="missing_api_key")
+            elif not hmac.compare_digest(hashlib.sha256(credentials.strip().encode()).digest(), self._digest):
+                refusal = OpenAIError(401, "Incorrect API key provided.", code="invalid_api_key")
+            if refusal is not None:
+                refusal.headers["www-authenticate"] = "Bearer"
+                await refusal.response()(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)  # the only exception this handler is registered for
+    what = {404: "Unknown request URL", 405: "Method not allowed"}.get(exc.status_code, exc.detail)
+    return OpenAIError(exc.status_code, f"{what}: {request.method} {request.url.path}.",
+                       code="unknown_url" if exc.status_code == 404 else None, headers=exc.headers).response()

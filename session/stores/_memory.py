@@ -1,0 +1,44 @@
+"""``MemoryStore``: a ``Store`` in this process's memory."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from loop import State, Turn
+from session.stores._protocol import check_append, check_session_id
+
+
+class MemoryStore:
+    """A ``Store`` in this process's memory: fast, and gone when the process ends."""
+
+    def __init__(self) -> None:
+        # Turns are kept in a plain list per conversation (an append adds no linked nodes or states for the
+        # garbage collector to track), and the meta apart; a load builds the State, exactly.
+        self._turns: dict[str, list[Turn]] = {}
+        self._meta: dict[str, Mapping[str, Any]] = {}
+
+    async def load(self, session_id: str) -> State | None:
+        turns = self._turns.get(check_session_id(session_id))
+        return None if turns is None else State(turns).with_meta(self._meta[session_id])
+
+    async def append(self, session_id: str, start: int, turns: Sequence[Turn], meta: Mapping[str, Any]) -> None:
+        # No IO, so no await: a memory store adds no trips through the event loop, and a Session relies on
+        # this (a write that cannot be interrupted needs no shielding cancel scope). Keep it so.
+        stored = self._turns.get(check_session_id(session_id))
+        check_append(session_id, 0 if stored is None else len(stored), start, turns)
+        if stored is None:
+            self._turns[session_id] = stored = []
+        elif start < len(stored):
+            del stored[start:]
+        stored.extend(turns)
+        self._meta[session_id] = dict(meta)
+
+    async def delete(self, session_id: str) -> bool:
+        """Forget a conversation; whether it existed."""
+        self._meta.pop(check_session_id(session_id), None)
+        return self._turns.pop(session_id, None) is not None
+
+    async def sessions(self) -> list[str]:
+        """The ids of every stored conversation, sorted."""
+        return sorted(self._turns)

@@ -1,0 +1,308 @@
+"""``SQLiteStore``: the embedded durable store. WAL journal, one row per turn, append-only, versioned schema."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+
+from loop import State, Turn, UsageError
+from loop._wake import Wake
+from session.stores._protocol import StoreError, check_append, check_session_id
+
+SCHEMA_VERSION = 2
+# Schema 1 stores kept run results (degraded, verification ...) in a conversation's meta. Upgrading marks
+# those conversations, and loading one moves the results onto its last answer's outcome.
+_LEGACY = "__legacy_run_results__"
+_UPGRADE_1 = f"""
+UPDATE sessions SET meta = json_set(meta, '$.{_LEGACY}', 1)
+WHERE json_type(meta, '$.degraded') IS NOT NULL OR json_type(meta, '$.degraded_reason') IS NOT NULL
+   OR json_type(meta, '$.verification') IS NOT NULL OR json_type(meta, '$.code_action') IS NOT NULL;
+"""
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    id       TEXT PRIMARY KEY,
+    meta     TEXT NOT NULL,
+    length   INTEGER NOT NULL,
+    rev      INTEGER NOT NULL,
+    created  REAL NOT NULL,
+    updated  REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS turns (
+    session_id  TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    idx         INTEGER NOT NULL,
+    rev         INTEGER NOT NULL,
+    data        TEXT NOT NULL,
+    PRIMARY KEY (session_id, idx, rev)
+) WITHOUT ROWID;
+"""
+T = TypeVar("T")
+
+
+class _Write:
+    """One append: what to write, how it waits, and how it went."""
+
+    __slots__ = ("session_id", "start", "rows", "meta", "wake", "taken", "handed", "done", "error")
+
+    def __init__(self, session_id: str, start: int, rows: list[str], meta: str) -> None:
+        self.session_id = session_id
+        self.start = start
+        self.rows = rows
+        self.meta = meta
+        self.wake: Wake | None = None  # made when it has to wait for the writer
+        self.taken = False  # a transaction took it: it is being (or was) written
+        self.handed = False  # it was made the next writer
+        self.done = False
+        self.error: Exception | None = None
+
+
+class SQLiteStore:
+    """A ``Store`` in an SQLite file.
+
+    Each append is one transaction: its turns (one row each) and the conversation's meta are written together
+    or not at all. Rows are only ever inserted: moving to a branch starts a new revision whose rows supersede
+    the old ones from the branch point on, and the old rows stay as a record of what was tried. With the WAL journal and ``synchronous="NORMAL"`` (the default) a committed append survives
+    the process being killed; ``synchronous="FULL"`` also survives a power cut, at the cost of an fsync per
+    append. Turns are never updated in place. Calls run in a worker thread, one at a time.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "NORMAL") -> None:
+        if synchronous not in ("NORMAL", "FULL"):
+            raise UsageError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
+        self.path = Path(path)
+        self._synchronous = synchronous
+        self._conn: sqlite3.Connection | None = None
+        self._lock = anyio.Lock()
+        self._db_lock = threading.Lock()
+        self._waiting: list[_Write] = []  # appends not yet taken into a transaction
+        self._writer_busy = False  # an append is writing (or about to): the others wait for it
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        async with self._lock:
+            try:
+                return await anyio.to_thread.run_sync(self._alone, fn, *args)
+            except sqlite3.Error as exc:
+                raise self._error(exc) from exc
+
+    def _alone(self, fn: Callable[..., T], *args: Any) -> T:
+        # In the worker thread: one call on the connection at a time, even when the task that started a
+        # call was cancelled (natively, past anyio's shield) and the async lock let the next one in.
+        with self._db_lock:
+            return fn(*args)
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is not None:
+            return self._conn
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA busy_timeout = 5000")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreError(f"{self.path} was written with store schema {version}; this version reads "
+                                 f"up to {SCHEMA_VERSION}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            if version < SCHEMA_VERSION:
+                upgrade = _UPGRADE_1 if version == 1 else ""
+                conn.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} {upgrade} PRAGMA user_version = {SCHEMA_VERSION}; "
+                                   "COMMIT;")
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        return conn
+
+    async def load(self, session_id: str) -> State | None:
+        check_session_id(session_id)
+        rows = await self._run(self._load, session_id)
+        if rows is None:
+            return None
+        meta, turns = rows
+        try:
+            parsed = [Turn.from_dict(json.loads(t), where=f"turn {i}") for i, t in enumerate(turns)]
+            data = json.loads(meta)
+            if isinstance(data, dict) and data.pop(_LEGACY, None):
+                return State.restore(parsed, data)
+            return State(parsed, data)
+        except (ValueError, UsageError) as exc:
+            raise StoreError(f"session {session_id!r} in {self.path} is unreadable: {exc}") from exc
+
+    def _load(self, session_id: str) -> tuple[str, list[str]] | None:
+        conn = self._connect()
+        row = conn.execute("SELECT meta, length FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        if row is None:
+            return None
+        latest: dict[int, str] = {}  # ordered by (idx, rev): the last row seen per idx is its newest revision
+        for idx, data in conn.execute(
+            "SELECT idx, data FROM turns WHERE session_id = ? AND idx < ? ORDER BY idx, rev", (session_id, row[1])
+        ):
+            latest[idx] = data
+        return row[0], list(latest.values())
+
+    async def append(self, session_id: str, start: int, turns: Sequence[Turn], meta: Mapping[str, Any]) -> None:
+        check_session_id(session_id)
+        check_append(session_id, start, start, turns)  # argument checks; the length is checked in the write
+        try:
+            rows = [json.dumps(t.to_dict(), ensure_ascii=False) for t in turns]
+            meta_text = json.dumps(dict(meta), ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"cannot store session {session_id!r}: meta must be JSON data ({exc})") from exc
+        # Group commit: one append at a time is the writer; those that arrive while it writes wait, and the
+        # next writer writes all of them in one transaction (each in a savepoint: one that is refused fails
+        # alone). An append a transaction took is written even if its caller is cancelled.
+        write = _Write(session_id, start, rows, meta_text)
+        self._waiting.append(write)
+        if self._writer_busy:
+            write.wake = wake = Wake()
+            try:
+                await wake
+            except BaseException:
+                if not write.taken:
+                    self._waiting.remove(write)  # never written
+                    if write.handed:
+                        self._hand_over()  # it was this append's turn to write: pass it on
+                raise
+            if not write.done:  # woken to write the next batch, this append first in it
+                await self._write_batch(write)
+        else:
+            self._writer_busy = True
+            await self._write_batch(write)
+        if write.error is not None:
+            raise write.error
+
+    async def _write_batch(self, write: _Write) -> None:
+        """As the writer: write every waiting append, ``write`` among them. The transaction's outcome is
+        reported (and the next writer chosen) when it ends, whatever happens meanwhile to this task."""
+        try:
+            async with self._lock:  # loads and deletes take it too
+                batch, self._waiting = self._waiting, []
+                for queued in batch:
+                    queued.taken = True
+                with anyio.CancelScope(shield=True):  # the batch holds other callers' appends: see it through
+                    await anyio.to_thread.run_sync(self._write_and_report, batch, write)
+        except BaseException:
+            if not write.taken:  # cancelled while waiting for the lock: it was never written
+                self._waiting.remove(write)
+                self._hand_over()
+            raise
+
+    def _write_and_report(self, batch: list[_Write], writer: _Write) -> None:
+        """In the worker thread: write the batch, then report each outcome back in the event loop."""
+        try:
+            with self._db_lock:
+                self._append_batch(batch)
+        finally:
+            anyio.from_thread.run_sync(self._finish, batch, writer)
+
+    def _finish(self, batch: list[_Write], writer: _Write) -> None:
+        for queued in batch:
+            queued.done = True
+            if queued.wake is not None and queued is not writer:
+                queued.wake.set()
+        self._hand_over()
+
+    def _hand_over(self) -> None:
+        """Make the first waiting append the writer, or leave no writer when none waits."""
+        if self._waiting:
+            first = self._waiting[0]
+            first.handed = True
+            assert first.wake is not None  # it arrived while a writer was busy
+            first.wake.set()
+        else:
+            self._writer_busy = False
+
+    def _append_batch(self, batch: list[_Write]) -> None:
+        """Write ``batch`` in one transaction; each write's outcome goes in its ``error``. Each append has a
+        savepoint of its own: one that is refused, or whose rows will not go in, fails alone."""
+        conn = None
+        try:
+            conn = self._connect()
+            conn.execute("BEGIN IMMEDIATE")
+            for write in batch:
+                conn.execute("SAVEPOINT one_append")
+                try:
+                    self._append_one(conn, write)
+                except Exception as exc:
+                    conn.execute("ROLLBACK TO one_append")
+                    write.error = exc if isinstance(exc, (StoreError, UsageError)) else self._error(exc)
+                conn.execute("RELEASE one_append")
+            conn.execute("COMMIT")
+        except BaseException as exc:  # the transaction failed (a full disk ...): none of the batch was written
+            self._abandon(conn)
+            for write in batch:
+                if write.error is None:
+                    write.error = self._error(exc)
+
+    def _abandon(self, conn: sqlite3.Connection | None) -> None:
+        """Roll a failed transaction back; a connection that cannot is closed (the next call opens another)."""
+        if conn is None:
+            return
+        try:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            conn.close()
+            if self._conn is conn:
+                self._conn = None
+
+    def _error(self, exc: BaseException) -> StoreError:
+        """A fresh ``StoreError`` for ``exc`` (each append of a failed batch raises one of its own)."""
+        if isinstance(exc, StoreError):
+            error = StoreError(str(exc))
+        else:
+            error = StoreError(f"SQLite store {str(self.path)!r}: {type(exc).__name__}: {exc}")
+        error.__cause__ = exc
+        return error
+
+    @staticmethod
+    def _append_one(conn: sqlite3.Connection, write: _Write) -> None:
+        session_id, start, rows = write.session_id, write.start, write.rows
+        found = conn.execute("SELECT length, rev FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        stored, rev = found if found else (0, 0)
+        check_append(session_id, stored, start, ())  # raises before anything of this append is written
+        if start < stored:
+            rev += 1  # a branch: its rows supersede the stored ones from `start` on
+        now = time.time()
+        conn.execute(
+            "INSERT INTO sessions (id, meta, length, rev, created, updated) VALUES (?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT(id) DO UPDATE SET meta = excluded.meta, length = excluded.length, "
+            "rev = excluded.rev, updated = excluded.updated",
+            (session_id, write.meta, start + len(rows), rev, now, now),
+        )
+        conn.executemany("INSERT INTO turns (session_id, idx, rev, data) VALUES (?, ?, ?, ?)",
+                         [(session_id, start + i, rev, row) for i, row in enumerate(rows)])
+
+    async def delete(self, session_id: str) -> bool:
+        """Remove a conversation and its turns; whether it existed."""
+        check_session_id(session_id)
+        return await self._run(self._delete, session_id)
+
+    def _delete(self, session_id: str) -> bool:
+        return self._connect().execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount > 0
+
+    async def sessions(self) -> list[str]:
+        """The ids of every stored conversation, sorted."""
+        return await self._run(lambda: [r[0] for r in self._connect().execute("SELECT id FROM sessions ORDER BY id")])
+
+    async def aclose(self) -> None:
+        async with self._lock:
+            await anyio.to_thread.run_sync(self._alone, self._close)
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({str(self.path)!r})"

@@ -1,0 +1,129 @@
+"""The OpenAI-compatible endpoint over a real uvicorn server on 127.0.0.1, with the official ``openai`` client."""
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import anyio
+import openai
+import pytest
+import uvicorn
+
+from cognitive import new_turn_processor, react_factory
+from loop import Request, TextDelta
+from provider import Function
+from session import Manager, MemoryStore
+from session.openai import openai_app
+
+TOKEN = "loopback-token"
+ASK = [{"role": "user", "content": "hello"}]
+
+
+class Errors(logging.Handler):
+    """Collects the error records uvicorn logs (an exception escaping the app is one)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@contextmanager
+def serving(manager: Manager) -> Iterator[tuple[str, Errors]]:
+    """Runs ``openai_app(manager)`` on a pre-bound loopback socket in a thread; its lifespan enters the manager."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(openai_app(manager, token=TOKEN), lifespan="on", log_level="error", access_log=False,
+                            timeout_graceful_shutdown=1)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    errors = Errors()
+    logging.getLogger("uvicorn.error").addHandler(errors)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not server.started:
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise RuntimeError("the loopback server did not start")
+            time.sleep(0.01)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1", errors
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+        logging.getLogger("uvicorn.error").removeHandler(errors)
+
+
+class Model:
+    """Echoes, except that "live" waits until the client has seen its first delta and "hang" never finishes."""
+
+    def __init__(self) -> None:
+        self.client_saw_first = threading.Event()
+        self.hang_cancelled = threading.Event()
+
+    async def __call__(self, request: Request) -> AsyncIterator[Any]:
+        text = request.turns[-1].text
+        if text == "live":
+            yield TextDelta("first ")
+            seen = await anyio.to_thread.run_sync(self.client_saw_first.wait, 10)
+            yield TextDelta("second" if seen else "(the first delta was held back)")
+        elif text == "hang":
+            yield TextDelta("partial")
+            try:
+                await anyio.sleep_forever()
+            finally:
+                self.hang_cancelled.set()
+        else:
+            yield TextDelta(text.upper())
+
+
+def make_manager(model: Model) -> Manager:
+    return Manager(new_turn_processor(react_factory), provider=Function(model), store=MemoryStore())
+
+
+async def test_answers_stream_live_over_a_real_server() -> None:
+    model = Model()
+    with serving(make_manager(model)) as (url, errors):
+        async with openai.AsyncOpenAI(base_url=url, api_key=TOKEN, max_retries=0) as client:
+            reply = await client.chat.completions.create(model="agent", messages=ASK)
+            pieces = []
+            stream = await client.chat.completions.create(
+                model="agent", messages=[{"role": "user", "content": "live"}], stream=True,
+                stream_options={"include_usage": True})
+            async for chunk in stream:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    pieces.append(chunk.choices[0].delta.content)
+                    model.client_saw_first.set()  # the model writes its second delta only after this
+            with pytest.raises(openai.AuthenticationError):
+                await client.with_options(api_key="wrong").models.list()
+    assert reply.choices[0].message.content == "HELLO" and reply.choices[0].finish_reason == "stop"
+    assert pieces == ["first ", "second"]
+    assert chunk.usage is not None and chunk.choices == []
+    assert errors.records == []
+
+
+async def test_a_client_that_disconnects_mid_stream_interrupts_its_run_and_the_server_goes_on() -> None:
+    model = Model()
+    manager = make_manager(model)
+    with serving(manager) as (url, errors):
+        async with openai.AsyncOpenAI(base_url=url, api_key=TOKEN, max_retries=0) as client:
+            stream = await client.chat.completions.create(
+                model="agent", messages=[{"role": "user", "content": "hang"}], stream=True)
+            async for chunk in stream:
+                if chunk.choices and chunk.choices[0].delta.content == "partial":
+                    break
+            await stream.close()
+            assert await anyio.to_thread.run_sync(model.hang_cancelled.wait, 10), "the run was not interrupted"
+            with anyio.fail_after(10):
+                while manager.open_sessions:  # the per-request session is closed after the interrupted run ends
+                    await anyio.sleep(0.01)
+            after = await client.chat.completions.create(model="agent", messages=ASK)
+    assert after.choices[0].message.content == "HELLO"
+    assert errors.records == []
