@@ -27,7 +27,7 @@ from loop import (
     main_line,
     tracing,
 )
-from loop._wake import Wake
+from loop import Wake
 from session._events import (
     Interrupted,
     MessageFailed,

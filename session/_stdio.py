@@ -17,7 +17,7 @@ import anyio.from_thread
 import anyio.lowlevel
 
 from loop import Role, TextDelta, ToolFinished, ToolStarted, TurnCompleted
-from loop._step import CANCELLED
+from loop import CANCELLED
 from session._events import Interrupted, MessageFailed, MessageFinished
 from session._manager import Manager
 from session._session import Session

@@ -12,7 +12,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
 from loop import UsageError
-from provider._http import is_loopback
+from provider import is_loopback
 from session._manager import Manager
 from session._serving import listen, serve_asgi
 from session.http._guards import ERROR_HANDLERS, BearerAuth, BodyLimit, RateLimit, RateLimited, RequestLog

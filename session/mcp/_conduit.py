@@ -27,7 +27,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 from loop import LoopError, Role, State, ToolFinished, TurnCompleted, UsageError, tracing
-from provider._http import is_loopback
+from provider import is_loopback
 from session._serving import listen, serve_asgi
 from session._manager import Manager
 from session._session import Session

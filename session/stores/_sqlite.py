@@ -16,7 +16,7 @@ import anyio.from_thread
 import anyio.to_thread
 
 from loop import State, Turn, UsageError
-from loop._wake import Wake
+from loop import Wake
 from session.stores._protocol import StoreError, check_append, check_session_id
 
 SCHEMA_VERSION = 2
