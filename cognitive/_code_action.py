@@ -8,7 +8,23 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from loop import Options, Role, State, Text, Tool, ToolCall, ToolPipeline, ToolSpec, TurnExecutor, UsageError, scope, tracing
+from cognitive._pattern import check_start
+from loop import (
+    Options,
+    Role,
+    State,
+    Text,
+    Tool,
+    ToolCall,
+    ToolPipeline,
+    ToolSpec,
+    TurnExecutor,
+    TurnKind,
+    UsageError,
+    index_tools,
+    scope,
+    tracing,
+)
 from sandbox import ExecResult, Sandbox, ToolBridge, accepts_tools
 
 _NO_TOOLS = Options(tool_choice="none")  # tools are reached from the program, not called by the model
@@ -71,7 +87,7 @@ class CodeAction:
         step: TurnExecutor,
         sandbox: Sandbox,
         *,
-        tools: Iterable[Tool] = (),
+        tools: Tool | Iterable[Tool] = (),
         max_tool_calls: int = 50,
         max_repairs: int = 2,
         timeout: float | None = None,
@@ -85,7 +101,7 @@ class CodeAction:
             raise UsageError(f"max_repairs must be an integer >= 0, got {max_repairs!r}")
         if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
             raise UsageError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
-        tools = tuple(tools)
+        tools = tuple(index_tools(tools, "in a CodeAction").values())  # one tool needs no list
         # Bridged calls go through a tool pipeline, as a model turn's do: charged to the run's budgets,
         # published as ToolStarted/ToolFinished on the step's bus, each in a scope of its own.
         self.pipeline = ToolPipeline(tools, events=getattr(step, "events", None))
@@ -106,11 +122,12 @@ class CodeAction:
             example=", ".join(names[:2]) or "final", max_tool_calls=max_tool_calls, marker=MARKER)
 
     async def run(self, state: State) -> State:
+        check_start(state, "CodeAction")
         with scope("CodeAction"), tracing.span(
                 "invoke_agent CodeAction",
                 {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "CodeAction"}) as span:
             step = self.step
-            state = await step.submit(state, Role.SYSTEM, Text(self.prompt), meta={"kind": "code_action"})
+            state = await step.submit(state, Role.SYSTEM, Text(self.prompt), meta={"kind": TurnKind.CODE_ACTION})
             attempts = self.max_repairs + 1
             tool_calls = 0
             for attempt in range(1, attempts + 1):
@@ -125,17 +142,17 @@ class CodeAction:
                     if answer is not None:
                         span.set_attribute("code_action.attempts", attempt)
                         state = await step.submit(state, Role.ASSISTANT, Text(answer),
-                                                  meta={"kind": "code_action_answer", "attempt": attempt})
+                                                  meta={"kind": TurnKind.CODE_ACTION_ANSWER, "attempt": attempt})
                         return state.with_outcome(data={"attempts": attempt, "tool_calls": tool_calls})
                     problem = describe_failure(result)
                 if attempt < attempts:
                     note = (f"{problem}\n\nAttempt {attempt} of {attempts} failed. Reply with the whole corrected "
                             "program in one ```python block; its tool budget starts afresh.")
                     state = await step.submit(state, Role.SYSTEM, Text(note),
-                                              meta={"kind": "code_action_error", "attempt": attempt})
+                                              meta={"kind": TurnKind.CODE_ACTION_ERROR, "attempt": attempt})
             note = (f"{problem}\n\nNo more programs will be run. Answer the user directly in plain text: say what "
                     "you could establish and what you could not.")
-            state = await step.submit(state, Role.SYSTEM, Text(note), meta={"kind": "code_action_error",
+            state = await step.submit(state, Role.SYSTEM, Text(note), meta={"kind": TurnKind.CODE_ACTION_ERROR,
                                                                             "attempt": attempts})
             state = await step.turn(state, _NO_TOOLS)
             span.set_attribute("code_action.attempts", attempts)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Awaitable, Callable
 from typing import Protocol, runtime_checkable
 
@@ -19,6 +20,17 @@ class Pattern(Protocol):
     """
 
     async def run(self, state: State) -> State: ...
+
+
+def check_start(state: object, who: str) -> None:
+    """Refuse what no pattern can start from, before any model is called: something that is not a ``State``, and a
+    ``State`` with no turns (the model would be asked with no messages). ``who`` names the pattern in the error."""
+    if not isinstance(state, State):
+        raise UsageError(f"{who}.run takes a loop.State, got {type(state).__name__}: {reprlib.repr(state)}; "
+                         "start from State().append(Role.USER, Text(...))")
+    if state.last is None:
+        raise UsageError(f"{who}.run: the state has no turns, so the model would be called with no messages; "
+                         "start from State().append(Role.USER, Text(...))")
 
 
 Factory = Callable[[TurnExecutor], Pattern]

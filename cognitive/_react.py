@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cognitive._pattern import check_start
 from loop import Options, Role, State, TurnRunner, UsageError, scope, tracing
 
 _FINAL = Options(tool_choice="none")
@@ -29,6 +30,7 @@ class ReAct:
         self.max_turns = max_turns
 
     async def run(self, state: State) -> State:
+        check_start(state, "ReAct")
         with scope("ReAct"), tracing.span("invoke_agent ReAct", {"gen_ai.operation.name": "invoke_agent",
                                                                  "gen_ai.agent.name": "ReAct"}):
             step = self.step
@@ -60,6 +62,7 @@ class SingleShot:
         self.step = step
 
     async def run(self, state: State) -> State:
+        check_start(state, "SingleShot")
         with scope("SingleShot"):
             return await self.step.turn(state)
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from loop import Role, State, Text, TurnSubmitter, UsageError, scope, tracing
+from cognitive._pattern import check_start
+from loop import Role, State, Text, TurnKind, TurnSubmitter, UsageError, scope, tracing
 from loop.errors import VerificationError, VerificationFailed
 from verifier import Result, Status, Verifier, build_report, run_all
 
@@ -28,7 +29,7 @@ class WithVerification:
         inner: object,
         submitter: TurnSubmitter,
         *,
-        verifiers: Iterable[Verifier] = (),
+        verifiers: Verifier | Iterable[Verifier] = (),
         max_retries: int = 3,
         verifier_timeout: float | None = 300.0,
     ) -> None:
@@ -38,6 +39,10 @@ class WithVerification:
             raise UsageError(f"WithVerification needs a TurnSubmitter (the step) to submit reports, got {submitter!r}")
         if not (isinstance(max_retries, int) and not isinstance(max_retries, bool) and max_retries >= 0):
             raise UsageError(f"max_retries must be an integer >= 0, got {max_retries!r}")
+        if isinstance(verifiers, Verifier):  # one verifier needs no list
+            verifiers = (verifiers,)
+        elif isinstance(verifiers, (str, bytes)) or not isinstance(verifiers, Iterable):
+            raise UsageError(f"verifiers takes a Verifier or a list of verifiers, got {verifiers!r}")
         verifiers = tuple(verifiers)
         for v in verifiers:
             if not isinstance(getattr(v, "name", None), str) or not callable(getattr(v, "verify", None)):
@@ -52,6 +57,7 @@ class WithVerification:
         self.verifier_timeout = verifier_timeout
 
     async def run(self, state: State) -> State:
+        check_start(state, "WithVerification")
         with scope("WithVerification"), tracing.span(
                 "invoke_agent WithVerification",
                 {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "WithVerification"}) as span:
@@ -76,7 +82,7 @@ class WithVerification:
                 attempt += 1
                 state = await self.submitter.submit(
                     state, Role.SYSTEM, Text(build_report(results)),
-                    meta={"kind": "verification", "attempt": attempt},
+                    meta={"kind": TurnKind.VERIFICATION, "attempt": attempt},
                 )
                 state = await self.inner.run(state)  # type: ignore[attr-defined]
 

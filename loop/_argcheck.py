@@ -1,7 +1,9 @@
 """Checking a tool call's arguments: parsed from the model's JSON, then held to the tool's schema.
 
-Schemas like the ones ``@tool`` writes (an object of scalars, enums, lists and optionals) get a compiled quick
-check; whatever it cannot vouch for goes to a full JSON Schema validator, which also words the complaint.
+Schemas like the ones ``@tool`` writes (an object of scalars, enums, lists, sets and optionals) get a compiled
+quick check; whatever it cannot vouch for goes to a full JSON Schema validator, which also words the complaint.
+Arguments that pass come back as ``CheckedArguments``, marked with the schema they passed, so a tool handed them
+(``FunctionTool.call``) need not check them again.
 """
 
 from __future__ import annotations
@@ -42,16 +44,27 @@ def _value_check(schema: Any) -> Check | None:
         # Compare types too: JSON's true is not 1, though Python's True == 1.
         return lambda v: any(type(v) is type(e) and v == e for e in enum)
     kind = schema.get("type")
-    if kind == "array" and keys <= {"type", "items"}:
+    if kind == "array" and keys <= {"type", "items", "uniqueItems"}:
         items = _value_check(schema.get("items", {})) if "items" in schema else (lambda v: True)
         if items is None:
             return None
+        if schema.get("uniqueItems") is True:
+            return lambda v: type(v) is list and all(items(x) for x in v) and _distinct(v)
         return lambda v: type(v) is list and all(items(x) for x in v)  # type: ignore[misc]
     if isinstance(kind, str) and kind in _TYPES and keys == {"type"}:
         return _TYPES[kind]
     if not keys:
         return lambda v: True
     return None
+
+
+def _distinct(values: list[Any]) -> bool:
+    """True only when no two of ``values`` are equal as JSON counts equality: 1 and 1.0 are, true and 1 are not.
+    False for values it cannot hash (lists, objects), which sends them on to the validator."""
+    try:
+        return len({(type(v) is bool, v) for v in values}) == len(values)
+    except TypeError:
+        return False
 
 
 def _object_check(schema: Mapping[str, Any]) -> Check | None:
@@ -85,10 +98,21 @@ def _object_check(schema: Mapping[str, Any]) -> Check | None:
     return check
 
 
+class CheckedArguments(dict[str, Any]):
+    """Arguments that passed an ``ArgumentChecker``, marked with the schema they passed (``schema``).
+
+    Only ``ArgumentChecker`` makes them. It sets ``schema`` after the copy rather than in an ``__init__`` of
+    ours: a Python ``__init__`` would triple the cost of marking, which every checked tool call pays.
+    """
+
+    __slots__ = ("schema",)
+    schema: Mapping[str, Any]
+
+
 class ArgumentChecker:
     """Parses a call's raw JSON arguments and checks them against a tool's schema."""
 
-    __slots__ = ("_validator", "_quick")
+    __slots__ = ("schema", "_validator", "_quick")
 
     def __init__(self, schema: Mapping[str, Any]) -> None:
         try:
@@ -96,10 +120,11 @@ class ArgumentChecker:
             cls.check_schema(schema)
         except jsonschema.SchemaError as exc:
             raise UsageError(f"tool parameter schema is not a valid JSON schema: {exc.message}") from exc
+        self.schema = schema
         self._validator = cls(schema)
         self._quick = _object_check(schema)
 
-    def parse(self, raw: str) -> dict[str, Any] | str:
+    def parse(self, raw: str) -> CheckedArguments | str:
         """The arguments as a dict, or a message telling the model what is wrong with them."""
         if not raw or not raw.strip():
             arguments: Any = {}
@@ -108,6 +133,11 @@ class ArgumentChecker:
                 arguments = json.loads(raw)
             except ValueError as exc:
                 return f"the arguments are not valid JSON ({exc}); send a JSON object matching the tool's schema"
+        return self.check(arguments)
+
+    def check(self, arguments: Any) -> CheckedArguments | str:
+        """Already parsed ``arguments`` (JSON values) held to the schema: the same arguments, marked as checked, or
+        a message saying what is wrong with them."""
         if not isinstance(arguments, dict):
             return f"the arguments must be a JSON object, got {type(arguments).__name__}"
         quick = self._quick
@@ -115,6 +145,23 @@ class ArgumentChecker:
             problems = []
             for error in sorted(self._validator.iter_errors(arguments), key=lambda e: list(e.path))[:5]:
                 where = "/".join(str(p) for p in error.path) or "(top level)"
-                problems.append(f"at {where}: {error.message}")
+                problems.append(f"at {where}: {_complaint(error)}")
             return "the arguments do not match the tool's schema: " + "; ".join(problems)
-        return arguments
+        checked = CheckedArguments(arguments)
+        checked.schema = self.schema
+        return checked
+
+
+def _complaint(error: jsonschema.ValidationError) -> str:
+    if error.validator == "uniqueItems" and isinstance(error.instance, list):
+        # The validator's own words ("has non-unique elements") do not say which value, nor why it matters.
+        seen: list[Any] = []
+        for value in error.instance:
+            if any(_same(value, s) for s in seen):
+                return f"{error.instance!r} holds {value!r} more than once; it is a set, so list each value once"
+            seen.append(value)
+    return str(error.message)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return (type(a) is bool) == (type(b) is bool) and a == b

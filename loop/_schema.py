@@ -1,4 +1,4 @@
-"""JSON schemas from Python type hints and docstrings, for ``@tool``."""
+"""JSON schemas from Python type hints and docstrings, for ``@tool``; and values between JSON and those hints."""
 
 from __future__ import annotations
 
@@ -49,7 +49,10 @@ def type_schema(hint: Any, where: str) -> dict[str, Any]:
             return {"type": "array", "prefixItems": [type_schema(a, where) for a in args], "minItems": len(args),
                     "maxItems": len(args)}
         item = args[0] if args else Any
-        return {"type": "array", "items": type_schema(item, where)}
+        schema = {"type": "array", "items": type_schema(item, where)}
+        if origin in (set, frozenset) or hint in (set, frozenset):
+            schema["uniqueItems"] = True  # the function receives a set, so a repeated value would be lost
+        return schema
     if origin in (dict, Mapping) or hint in (dict, Mapping):
         if args and args[0] is not str:
             raise UsageError(f"{where}: dictionary keys must be str for JSON, got {args[0]!r}")
@@ -57,7 +60,7 @@ def type_schema(hint: Any, where: str) -> dict[str, Any]:
         return {"type": "object", "additionalProperties": type_schema(value, where)}
     raise UsageError(
         f"{where}: cannot describe type {hint!r} in JSON schema "
-        "(use str, int, float, bool, list, dict, Literal, an Enum, Optional or Annotated)"
+        "(use str, int, float, bool, list, tuple, set, dict, Literal, an Enum, Optional or Annotated)"
     )
 
 
@@ -134,3 +137,47 @@ def function_schema(fn: Callable[..., Any], name: str) -> tuple[str, dict[str, A
 
 def _jsonable(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool, enum.Enum))
+
+
+def conversions(fn: Callable[..., Any]) -> dict[str, Callable[[Any], Any]]:
+    """For each parameter whose type JSON cannot carry (an enum, a set), how to make it from its JSON value."""
+    try:
+        hints = get_type_hints(fn)
+    except Exception:
+        return {}
+    found: dict[str, Callable[[Any], Any]] = {}
+    for key, hint in hints.items():
+        if get_origin(hint) in (Union, types.UnionType):  # Optional[Unit] is converted too
+            members = [a for a in get_args(hint) if a is not type(None)]
+            hint = members[0] if len(members) == 1 else None
+        convert = _conversion(hint)
+        if convert is not None:
+            found[key] = convert
+    return found
+
+
+def _conversion(hint: Any) -> Callable[[Any], Any] | None:
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        enum_type = hint
+        return lambda value: value if isinstance(value, enum_type) else enum_type(value)
+    kind = get_origin(hint) or hint
+    if kind not in (set, frozenset):
+        return None
+    args = get_args(hint)
+    item = args[0] if args else Any
+    # A set's items must be hashable: JSON arrays inside become tuples, as a tuple hint says they are.
+    convert_item = tuple if (get_origin(item) or item) is tuple else _conversion(item)
+    if convert_item is None:
+        return lambda value: value if type(value) is kind else kind(value)
+    return lambda value: kind(convert_item(x) for x in value)
+
+
+def json_value(value: Any) -> Any:
+    """A Python value as the JSON value it stands for, for checking a direct call against the schema."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [json_value(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: json_value(v) for k, v in value.items()}
+    return value

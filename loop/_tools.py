@@ -13,16 +13,16 @@ import os
 import queue
 import re
 import threading
-import types
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol, Union, get_args, get_origin, get_type_hints, overload, runtime_checkable
+from typing import Any, Protocol, overload, runtime_checkable
 
 import anyio
 import attrs
 
+from loop._argcheck import ArgumentChecker, CheckedArguments
 from loop._protocols import ToolSpec
-from loop._schema import function_schema
+from loop._schema import conversions, function_schema, json_value
 from loop.errors import UsageError
 
 try:  # optional for anyio; when present it names the async library of the running context
@@ -52,7 +52,13 @@ _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 class FunctionTool:
-    """A ``Tool`` made from a typed, documented function (see ``tool``). Calling it calls the function."""
+    """A ``Tool`` made from a typed, documented function (see ``tool``). Calling it calls the function.
+
+    ``call`` checks its arguments against the schema first, raising ``UsageError`` naming the bad one, unless an
+    ``ArgumentChecker`` for this schema already passed them (as a step's tool pipeline does). It takes JSON values
+    and the Python values the function takes (enum members, sets, tuples); enum and set parameters receive an
+    enum member and a set or frozenset.
+    """
 
     def __init__(
         self,
@@ -76,7 +82,9 @@ class FunctionTool:
         self._fn = fn
         self._async = inspect.iscoroutinefunction(fn)
         self._blocking = blocking
-        self._enums = _enum_params(fn)
+        self._schema = parameters
+        self._conversions = conversions(fn)
+        self._checker: ArgumentChecker | None = None  # made on the first call that needs it
         functools.update_wrapper(self, fn)
 
     @property
@@ -84,10 +92,13 @@ class FunctionTool:
         return self.spec.name
 
     async def call(self, arguments: Mapping[str, Any]) -> Any:
+        if type(arguments) is not CheckedArguments or arguments.schema is not self._schema:
+            self._check(arguments)
         kwargs = dict(arguments)
-        for key, enum_type in self._enums.items():
-            if kwargs.get(key) is not None and not isinstance(kwargs[key], enum_type):
-                kwargs[key] = enum_type(kwargs[key])
+        for key, convert in self._conversions.items():
+            value = kwargs.get(key)
+            if value is not None:
+                kwargs[key] = convert(value)
         if self._async:
             return await self._fn(**kwargs)
         if not self._blocking:
@@ -99,6 +110,16 @@ class FunctionTool:
         except RuntimeError:  # not asyncio
             return await anyio.to_thread.run_sync(functools.partial(self._fn, **kwargs), abandon_on_cancel=True)
         return await _WORKERS.run(loop, self._fn, kwargs)
+
+    def _check(self, arguments: Any) -> None:
+        if not isinstance(arguments, Mapping):
+            raise UsageError(f"tool {self.spec.name!r} takes its arguments as a mapping of names to values, "
+                             f"got {type(arguments).__name__}")
+        if self._checker is None:
+            self._checker = ArgumentChecker(self.spec.parameters)
+        problem = self._checker.check({key: json_value(value) for key, value in arguments.items()})
+        if isinstance(problem, str):
+            raise UsageError(f"tool {self.spec.name!r}: {problem}")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._fn(*args, **kwargs)
@@ -301,25 +322,20 @@ if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
     os.register_at_fork(after_in_child=_WORKERS._forget)
 
 
-def _enum_params(fn: Callable[..., Any]) -> dict[str, type[enum.Enum]]:
-    try:
-        hints = get_type_hints(fn)
-    except Exception:
-        return {}
-    enums: dict[str, type[enum.Enum]] = {}
-    for key, hint in hints.items():
-        if get_origin(hint) in (Union, types.UnionType):  # Optional[Unit] is converted too
-            members = [a for a in get_args(hint) if a is not type(None)]
-            hint = members[0] if len(members) == 1 else None
-        if isinstance(hint, type) and issubclass(hint, enum.Enum):
-            enums[key] = hint
-    return enums
+def index_tools(tools: Tool | Iterable[Tool], where: str) -> dict[str, Tool]:
+    """``tools`` by name, each checked to be a ``Tool``; two with one name are refused (in ``where``).
 
-
-def index_tools(tools: Iterable[Tool], where: str) -> dict[str, Tool]:
-    """``tools`` by name, each checked to be a ``Tool``; two with one name are refused (in ``where``)."""
+    One tool needs no list: ``tools=search`` is ``tools=[search]``.
+    """
+    if isinstance(getattr(tools, "spec", None), ToolSpec):
+        items: Iterable[Any] = (tools,)
+    elif isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Iterable):
+        hint = "; decorate plain functions with @tool" if callable(tools) else ""
+        raise UsageError(f"tools takes a Tool or a list of tools, got {tools!r}{hint}")
+    else:
+        items = tools
     by_name: dict[str, Tool] = {}
-    for t in tools:
+    for t in items:
         spec = getattr(t, "spec", None)
         if not isinstance(spec, ToolSpec) or not callable(getattr(t, "call", None)):
             raise UsageError(f"{t!r} is not a Tool (it needs a ToolSpec .spec and an async .call); "

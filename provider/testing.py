@@ -11,6 +11,10 @@ Fixtures:
   (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ...) are removed from the environment. Set
   ``cognitive_loop_offline = true`` in the pytest ini options to apply it to every test.
 
+An ``async def`` test requesting one of these fixtures by name runs on anyio, as if marked ``@pytest.mark.anyio``,
+with no ``anyio_mode`` needed; unless an async plugin runs it already: it is marked ``anyio``, ``asyncio`` or
+``trio`` (itself, its class or module), or ``anyio_mode``/``asyncio_mode`` is ``auto`` or ``trio_mode`` is on.
+
 Conformance (in the spirit of ``trio.testing.check_one_way_stream``):
 
 - ``await check_provider(make_provider)`` — raises ``ConformanceError`` naming the first way the providers
@@ -91,6 +95,42 @@ class EventRecorder:
 
     def close(self) -> None:
         self._subscription.close()
+
+
+_FIXTURES = frozenset({"scripted", "function_provider", "event_recorder", "no_model_calls"})
+# Async test plugins: each one's name (also its mark's) and the setting by which it runs every async test.
+_ASYNC_PLUGINS = (("anyio", "anyio_mode", "auto"), ("asyncio", "asyncio_mode", "auto"), ("trio", "trio_mode", True))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pycollect_makeitem(collector: pytest.Module | pytest.Class, name: str, obj: object) -> Any:
+    # A wrapper runs before every plain implementation, anyio's included, which then sees the mark.
+    if (inspect.iscoroutinefunction(obj) and collector.istestfunction(obj, name)
+            and _FIXTURES.intersection(inspect.signature(obj).parameters) and not _claimed(collector, obj)):
+        pytest.mark.anyio(obj)
+    return (yield)
+
+
+def _claimed(collector: pytest.Module | pytest.Class, obj: object) -> bool:
+    """Whether an async plugin runs this test already (it bears the plugin's mark, on itself, its class or module, or
+    the plugin runs every async test), or there is no anyio to hand it to."""
+    config = collector.config
+    if not config.pluginmanager.has_plugin("anyio"):
+        return True
+    own = {m.name for m in getattr(obj, "pytestmark", ())}
+    for plugin, setting, on in _ASYNC_PLUGINS:
+        if plugin in own or collector.get_closest_marker(plugin) is not None:
+            return True
+        if config.pluginmanager.has_plugin(plugin) and on in (config.getoption(setting, None), _ini(config, setting)):
+            return True
+    return False
+
+
+def _ini(config: pytest.Config, name: str) -> Any:
+    try:
+        return config.getini(name)
+    except ValueError:  # no plugin registered the setting
+        return None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

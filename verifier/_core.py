@@ -62,16 +62,18 @@ class Verifier(Protocol):
 
 
 async def run_all(
-    verifiers: Iterable[Verifier], state: State, *, timeout: float | None = None
+    verifiers: Verifier | Iterable[Verifier], state: State, *, timeout: float | None = None
 ) -> list[Result]:
-    """Run every verifier concurrently on ``state``; the results sorted by name.
+    """Run every verifier concurrently on ``state``; the results sorted by name. One verifier needs no list.
 
     Every result carries its verifier's name. An exception becomes an ERROR result. A verifier still running
     after ``timeout`` seconds is stopped and FAILs (the model can fix an answer that makes a check hang; ERROR is
     for broken infrastructure).
     """
-    if isinstance(verifiers, (str, bytes)) or not isinstance(verifiers, Iterable):
-        raise UsageError(f"run_all takes a list of verifiers, got {verifiers!r}")
+    if not isinstance(verifiers, (tuple, list)) and isinstance(verifiers, Verifier):  # one needs no list
+        verifiers = (verifiers,)
+    elif isinstance(verifiers, (str, bytes)) or not isinstance(verifiers, Iterable):
+        raise UsageError(f"run_all takes a Verifier or a list of verifiers, got {verifiers!r}")
     if not isinstance(state, State):
         raise UsageError(f"run_all verifies a loop.State, got {state!r}")
     verifiers = tuple(verifiers)

@@ -1,6 +1,10 @@
 """The README's Python examples run as written."""
 
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -24,13 +28,19 @@ def test_the_verifier_snippet_builds_verifiers() -> None:
     assert namespace["tests"].argv == ("pytest", "-q") and namespace["tests"].timeout == 120
 
 
-async def test_the_plugin_example_passes(scripted, event_recorder) -> None:
+def test_the_plugin_snippet_passes_pasted_into_a_fresh_project(tmp_path: Path) -> None:
+    """The README's plugin example, word for word, as the only file of a new project: no conftest, no ini."""
     example = next(b for b in BLOCKS if "def test_agent_uses_the_tool" in b)
-    namespace: dict = {}
-    exec("from cognitive import ReAct\nfrom loop import Role, State, Step, Text, tool\n"
-         "from provider import tool_call\n"
-         "@tool\nasync def add(a: float, b: float) -> float:\n    '''Add.'''\n    return a + b\n" + example, namespace)
-    await namespace["test_agent_uses_the_tool"](scripted, event_recorder)
+    project = tmp_path / "fresh_project"
+    project.mkdir()
+    (project / "test_agent.py").write_text(example)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHONPATH"))}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider"], cwd=project, env=env,
+                         capture_output=True, text=True, timeout=120, check=False)
+    summary = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else ""
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert re.fullmatch(r"=+ [1-9]\d* passed in [\d.]+s =+", summary), run.stdout
+    assert f"rootdir: {project}" in run.stdout and "configfile" not in run.stdout  # nothing of ours leaked in
 
 
 def _run_block(marker: str, capsys: pytest.CaptureFixture[str]) -> list[str]:

@@ -8,7 +8,7 @@ import jsonschema
 import pytest
 
 from loop import tool
-from loop._argcheck import ArgumentChecker, _object_check
+from loop._argcheck import ArgumentChecker, CheckedArguments, _object_check
 
 
 class Color(enum.Enum):
@@ -34,12 +34,20 @@ def everything(
     return "ok"
 
 
-VALUES = [None, True, False, 0, 1, 2, -3, 1.0, 2.5, "", "red", "fast", "x", [], [1], ["a"], [1.5, 2], {}, {"a": 1}]
+@tool
+def sets(ids: set[int], weights: frozenset[float], colors: set[Color], anything: set = frozenset()) -> str:
+    """Takes sets."""
+    return "ok"
+
+
+VALUES = [None, True, False, 0, 1, 2, -3, 1.0, 2.5, "", "red", "fast", "x", [], [1], ["a"], [1.5, 2], {}, {"a": 1},
+          [1, 1], [1, 1.0], [1, True], [0, False], ["red", "red"], ["red", "blue"], [[1], [1]], [None, None]]
 
 
 def schemas() -> list[dict]:
     return [
         dict(everything.spec.parameters),
+        dict(sets.spec.parameters),
         {"type": "object", "properties": {"a": {"type": "integer"}}},
         {"type": "object", "properties": {"a": {"enum": [1, "1", None]}}, "required": ["a"]},
         {"type": "object", "properties": {"a": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
@@ -99,3 +107,27 @@ def test_the_validator_has_the_last_word_when_the_quick_check_declines() -> None
     checker = ArgumentChecker({"type": "object", "properties": {"n": {"type": "integer"}}})
     assert checker.parse('{"n": 2.0}') == {"n": 2.0}
     assert "not of type 'integer'" in checker.parse('{"n": "2"}')
+
+
+def test_set_schemas_take_the_quick_path_and_refuse_repeats() -> None:
+    quick = _object_check(sets.spec.parameters)
+    assert quick is not None
+    good = {"ids": [1, 2], "weights": [1, 2.5], "colors": ["red", "blue"], "anything": [1, True, "1", None]}
+    assert quick(good)
+    for repeated in ({"ids": [1, 1]}, {"weights": [1, 1.0]}, {"colors": ["red", "red"]}, {"anything": [[1], [1]]}):
+        assert not quick({**good, **repeated})
+    checker = ArgumentChecker(sets.spec.parameters)
+    assert checker.check({**good, "anything": [[1], [2]]}) == {**good, "anything": [[1], [2]]}
+    assert checker.check({**good, "weights": [2, 2.0]}) == (
+        "the arguments do not match the tool's schema: at weights: [2, 2.0] holds 2.0 more than once; "
+        "it is a set, so list each value once")
+
+
+def test_arguments_that_pass_are_marked_with_the_schema_they_passed() -> None:
+    checker = ArgumentChecker(everything.spec.parameters)
+    assert checker.schema is everything.spec.parameters
+    parsed = checker.parse('{"name": "n", "count": 1, "ratio": 1, "flag": true, "tags": [], "scores": [], '
+                           '"mode": "slow", "color": "blue"}')
+    assert type(parsed) is CheckedArguments and parsed.schema is everything.spec.parameters
+    assert parsed["color"] == "blue" and isinstance(parsed, dict)
+    assert checker.check([]) == "the arguments must be a JSON object, got list"

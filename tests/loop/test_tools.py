@@ -7,7 +7,20 @@ from typing import Annotated, Any, Literal, Optional
 
 import pytest
 
-from loop import FunctionTool, Role, State, Step, Text, Tool, ToolResult, ToolSpec, UsageError, tool
+from loop import (
+    ArgumentChecker,
+    FunctionTool,
+    Role,
+    State,
+    Step,
+    Text,
+    Tool,
+    ToolResult,
+    ToolSpec,
+    UsageError,
+    index_tools,
+    tool,
+)
 from provider import Scripted, tool_call
 
 START = State().append(Role.USER, Text("go"))
@@ -289,3 +302,114 @@ def test_bad_timeouts_are_refused(timeout: Any) -> None:
 def test_non_callables_are_refused() -> None:
     with pytest.raises(UsageError, match="needs a function"):
         FunctionTool("not a function")  # type: ignore[arg-type]
+
+
+# -- sets ------------------------------------------------------------------------------------------------------
+
+
+async def test_set_parameters_say_unique_items_and_receive_a_set() -> None:
+    seen: list[Any] = []
+
+    @tool
+    def tag(ids: set[int], units: frozenset[Unit], pairs: Optional[set[tuple[int, int]]] = None) -> str:
+        """Tag things."""
+        seen.extend([ids, units, pairs])
+        return "ok"
+
+    properties = tag.spec.parameters["properties"]
+    assert properties["ids"] == {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}
+    assert properties["units"] == {"type": "array", "items": {"enum": ["c", "f"]}, "uniqueItems": True}
+    result = await run_one(tag, {"ids": [3, 1], "units": ["f"], "pairs": [[1, 2], [2, 1]]})
+    assert not result.is_error, result.content
+    assert seen == [{1, 3}, frozenset({Unit.FAHRENHEIT}), {(1, 2), (2, 1)}]
+    assert type(seen[0]) is set and type(seen[1]) is frozenset
+    seen.clear()
+    assert not (await run_one(tag, {"ids": [], "units": [], "pairs": None})).is_error
+    assert seen == [set(), frozenset(), None]
+
+
+async def test_a_set_argument_with_duplicates_is_refused_before_the_function_runs() -> None:
+    ran: list[Any] = []
+
+    @tool
+    def tag(ids: set[int]) -> str:
+        """Tag things."""
+        ran.append(ids)
+        return "ok"
+
+    result = await run_one(tag, {"ids": [1, 2, 1]})
+    assert result.is_error and ran == []
+    assert "at ids: [1, 2, 1] holds 1 more than once; it is a set, so list each value once" in result.content
+    with pytest.raises(UsageError, match="holds 1 more than once"):
+        await tag.call({"ids": [1, 2, 1]})
+    assert ran == []
+
+
+# -- calling a tool directly --------------------------------------------------------------------------------------
+
+
+@tool
+def add(a: int, b: int = 0) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"a": "1", "b": 2}, (r"^tool 'add': the arguments do not match the tool's schema: "
+                              r"at a: '1' is not of type 'integer'$")),
+        ({"b": 2}, r"'a' is a required property"),
+        ({"a": 1, "c": 2}, r"\('c' was unexpected\)"),
+        ({"a": True}, r"at a: True is not of type 'integer'"),
+    ],
+)
+async def test_calling_a_tool_directly_checks_its_arguments(arguments: dict[str, Any], message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        await add.call(arguments)
+
+
+async def test_calling_a_tool_directly_refuses_what_is_not_arguments() -> None:
+    with pytest.raises(UsageError, match="tool 'add' takes its arguments as a mapping of names to values"):
+        await add.call([1, 2])  # type: ignore[arg-type]
+
+
+async def test_calling_a_tool_directly_takes_python_values_the_function_takes() -> None:
+    @tool
+    def describe(unit: Unit, ids: set[int], pair: tuple[int, int], names: list[str]) -> str:
+        """Describe."""
+        return f"{unit.name} {sorted(ids)} {pair} {names}"
+
+    arguments = {"unit": Unit.CELSIUS, "ids": frozenset({2, 1}), "pair": (1, 2), "names": ("x",)}
+    assert await describe.call(arguments) == "CELSIUS [1, 2] (1, 2) ('x',)"
+    assert await describe.call({"unit": "f", "ids": [1], "pair": [1, 2], "names": []}) == "FAHRENHEIT [1] [1, 2] []"
+
+
+async def test_arguments_a_step_checked_are_not_checked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    checked: list[Any] = []
+    real = ArgumentChecker.check
+
+    def counting(self: ArgumentChecker, arguments: Any) -> Any:
+        checked.append(arguments)
+        return real(self, arguments)
+
+    monkeypatch.setattr(ArgumentChecker, "check", counting)
+    assert (await run_one(add, {"a": 1, "b": 2})).content == "3"
+    assert checked == [{"a": 1, "b": 2}]
+    assert await add.call({"a": 1}) == 1
+    assert len(checked) == 2
+
+
+# -- one tool without a list ---------------------------------------------------------------------------------------
+
+
+def test_a_step_takes_one_tool_without_a_list() -> None:
+    assert Step(Scripted([]), tools=add).tools == (add,)
+    upper = Upper()
+    assert index_tools(upper, "here") == {"upper": upper}
+
+
+@pytest.mark.parametrize("tools", [{"add": add}, "add", add.__wrapped__, None])
+def test_what_is_neither_a_tool_nor_a_list_of_tools_is_refused(tools: Any) -> None:
+    with pytest.raises(UsageError, match=r"^tools takes a Tool or a list of tools, got "):
+        index_tools(tools, "here")

@@ -49,6 +49,130 @@ def test_the_plugin_is_registered_through_its_entry_point(request: pytest.Fixtur
     assert request.config.pluginmanager.hasplugin("cognitive_loop")
 
 
+# -- async tests without anyio_mode ----------------------------------------------------------------------
+
+PLAIN_INI = "[pytest]\nfilterwarnings = error\n"
+FIXTURE_TESTS = """
+from loop import Request
+
+
+async def test_requests_a_fixture(scripted, anyio_backend_name):
+    assert [d async for d in scripted("hi").stream(Request(()))]
+    print("ran on", anyio_backend_name)
+
+
+async def test_records_events(event_recorder, function_provider):
+    pass
+
+
+def test_sync_tests_are_untouched(scripted, request):
+    assert "anyio_backend" not in request.fixturenames
+    scripted("unused", allow_unused=True)
+"""
+
+
+def test_async_tests_requesting_the_fixtures_run_without_anyio_mode(pytester: pytest.Pytester) -> None:
+    pytester.makeini(PLAIN_INI)
+    pytester.makepyfile(test_fixtures=FIXTURE_TESTS)
+    result = pytester.runpytest_inprocess(*QUIET, "-s")
+    result.assert_outcomes(passed=5)  # the two async tests on asyncio and on trio (a test dependency)
+    result.stdout.fnmatch_lines(["*ran on asyncio*", "*ran on trio*"])
+
+
+def test_an_anyio_backend_fixture_picks_the_backend(pytester: pytest.Pytester) -> None:
+    pytester.makeini(PLAIN_INI)
+    pytester.makeconftest(ASYNCIO_ONLY)
+    pytester.makepyfile(test_fixtures=FIXTURE_TESTS)
+    result = pytester.runpytest_inprocess(*QUIET, "-s")
+    result.assert_outcomes(passed=3)
+    assert "ran on trio" not in result.stdout.str()
+
+
+def test_other_async_tests_are_not_claimed(pytester: pytest.Pytester) -> None:
+    pytester.makeini(PLAIN_INI)
+    pytester.makepyfile(test_plain="async def test_uses_no_fixture_of_ours(tmp_path):\n    pass\n")
+    result = pytester.runpytest_inprocess(*QUIET)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*async def functions are not natively supported*"])
+
+
+def test_tests_already_marked_anyio_run_once_per_backend(pytester: pytest.Pytester) -> None:
+    pytester.makeini(PLAIN_INI)
+    pytester.makeconftest(ASYNCIO_ONLY)
+    pytester.makepyfile(test_marked="""
+import pytest
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_module_marked(scripted):
+    scripted("unused", allow_unused=True)
+
+
+class TestClass:
+    @pytest.mark.anyio
+    async def test_marked_twice(self, scripted):
+        scripted("unused", allow_unused=True)
+""")
+    result = pytester.runpytest_inprocess(*QUIET, "-v")
+    result.assert_outcomes(passed=2)
+
+
+# A stand-in for pytest-asyncio: the plugin named "asyncio" runs async tests marked asyncio, and every async test
+# when asyncio_mode = auto.
+OTHER_ASYNC_PLUGIN = """
+import asyncio
+import inspect
+
+import pytest
+
+
+def pytest_addoption(parser):
+    parser.addini("asyncio_mode", default="strict", help="auto: run every async test")
+
+
+class OtherAsyncPlugin:
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pyfunc_call(self, pyfuncitem):
+        auto = pyfuncitem.config.getini("asyncio_mode") == "auto"
+        if inspect.iscoroutinefunction(pyfuncitem.obj) and (auto or pyfuncitem.get_closest_marker("asyncio")):
+            asyncio.run(pyfuncitem.obj(**{n: pyfuncitem.funcargs[n] for n in pyfuncitem._fixtureinfo.argnames}))
+            return True
+        return None
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "asyncio: run by the other plugin")
+    config.pluginmanager.register(OtherAsyncPlugin(), "asyncio")
+"""
+
+OTHER_PLUGIN_TESTS = """
+import pytest
+
+
+async def test_unmarked(scripted, request):
+    scripted("unused", allow_unused=True)
+    print("unmarked:", "anyio" if "anyio_backend" in request.fixturenames else "other")
+
+
+@pytest.mark.asyncio
+async def test_marked(scripted, request):
+    scripted("unused", allow_unused=True)
+    print("marked:", "anyio" if "anyio_backend" in request.fixturenames else "other")
+"""
+
+
+@pytest.mark.parametrize(("mode", "unmarked"), [("strict", "anyio"), ("auto", "other")])
+def test_tests_another_async_plugin_claims_are_left_to_it(pytester: pytest.Pytester, mode: str,
+                                                          unmarked: str) -> None:
+    pytester.makeini(PLAIN_INI + f"asyncio_mode = {mode}\n")
+    pytester.makeconftest(ASYNCIO_ONLY + OTHER_ASYNC_PLUGIN)
+    pytester.makepyfile(test_other=OTHER_PLUGIN_TESTS)
+    result = pytester.runpytest_inprocess(*QUIET, "-s")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([f"*unmarked: {unmarked}*", "*marked: other*"])
+
+
 # -- scripted ------------------------------------------------------------------------------------------
 
 SCRIPTED_TESTS = """

@@ -123,11 +123,21 @@ async def test_no_verifiers_is_no_results() -> None:
 
 @pytest.mark.parametrize(
     "verifiers",
-    [[object()], [Fixed("ok"), lambda state: True], [attrs.evolve(Fixed("x"), name=5)], Fixed("single"), None,
-     "verifier"],
+    [[object()], [Fixed("ok"), lambda state: True], [attrs.evolve(Fixed("x"), name=5)],
+     attrs.evolve(Fixed("x"), name=5), None, "verifier"],
 )
 async def test_run_all_refuses_what_is_not_a_list_of_verifiers(verifiers: Any) -> None:
     with pytest.raises(UsageError):
+        await run_all(verifiers, STATE)
+
+
+async def test_one_verifier_needs_no_list() -> None:
+    assert await run_all(Fixed("single"), STATE) == [Result("single", Status.PASS)]
+
+
+@pytest.mark.parametrize("verifiers", [None, "verifier", 42])
+async def test_what_is_neither_a_verifier_nor_a_list_is_refused_saying_what_is_taken(verifiers: Any) -> None:
+    with pytest.raises(UsageError, match="run_all takes a Verifier or a list of verifiers"):
         await run_all(verifiers, STATE)
 
 
