@@ -28,7 +28,7 @@
     ├── Problem                    (session) an HTTP request is answered with an error status
     ├── OpenAIError                (session) an OpenAI-compatible request is answered with an OpenAI error
     ├── ModelCallBlocked           (provider.testing) a test tried to reach a host off this machine
-    └── ConformanceError           (*.testing) an implementation breaks its protocol's contract
+    └── ConformanceError           a conformance check (``*.testing.check_*``) found a contract broken
 
 Raised inside sandboxed programs (never in the host): ``ToolError`` and its subclasses ``ToolCallRefused`` and
 ``ToolCallLimit``, from the tool stubs the program imports.
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AuthenticationError",
+    "ConformanceError",
     "BadRequestError",
     "BudgetExhausted",
     "LoopError",
@@ -180,3 +181,9 @@ class VerificationError(_Verification):
 
 class VerificationFailed(_Verification):
     """Raised when verifiers still FAIL after every retry; carries the final ``state`` and ``results``."""
+
+
+class ConformanceError(LoopError):
+    """Raised by a conformance check (``provider.testing.check_provider``, ``verifier.testing.check_verifier``,
+    ``sandbox.testing.check_sandbox``, ``session.testing.check_store``) when an implementation breaks its
+    protocol's contract; the message names the first rule broken."""

@@ -51,6 +51,7 @@ from loop import (
     UsageDelta,
     UsageError,
 )
+from loop.errors import ConformanceError
 from provider._http import is_loopback
 from provider._offline import Function, ReplyFunction, Scripted
 from provider._replies import Reply
@@ -224,10 +225,6 @@ def _cognitive_loop_offline(request: pytest.FixtureRequest) -> None:
 DELTA_TYPES: tuple[type, ...] = (TextDelta, ReasoningDelta, ToolCallDelta, UsageDelta, Finish)
 CONCURRENT_STREAMS = 10
 _PROMPT = "Say hello."
-
-
-class ConformanceError(LoopError):
-    """Raised by ``check_provider`` when a provider breaks the ``loop.Provider`` contract."""
 
 
 async def check_provider(

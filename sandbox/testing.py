@@ -12,14 +12,11 @@ from typing import Any
 
 import anyio
 
-from loop import LoopError, UsageError
+from loop import UsageError
+from loop.errors import ConformanceError
 from sandbox._protocol import ExecResult
 
 __all__ = ["ConformanceError", "check_sandbox"]
-
-
-class ConformanceError(LoopError):
-    """Raised by ``check_sandbox`` when a sandbox breaks the ``Sandbox`` contract."""
 
 
 async def check_sandbox(make: Callable[[], Any], *, python: str = "python3", timeout: float = 60.0) -> None:

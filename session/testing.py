@@ -6,12 +6,9 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-from loop import LoopError, Reasoning, Role, Text, ToolCall, ToolResult, Turn, Usage
+from loop import Reasoning, Role, Text, ToolCall, ToolResult, Turn, Usage
+from loop.errors import ConformanceError
 from session.stores._protocol import Store, StoreConflict
-
-
-class ConformanceError(LoopError):
-    """Raised when a store breaks the ``Store`` contract; the message says which rule."""
 
 
 def _require(ok: bool, rule: str) -> None:

@@ -24,9 +24,9 @@ PUBLIC = {
         "index_tools", "json_default", "main_line", "on_progress", "run_path", "scope", "tool",
     ],
     "loop.errors": [
-        "AuthenticationError", "BadRequestError", "BudgetExhausted", "LoopError", "OverloadedError",
-        "ProviderError", "ProviderTimeout", "ProviderUnreachable", "RateLimitError", "ScriptExhausted",
-        "ServerError", "StreamError", "UsageError", "VerificationError", "VerificationFailed",
+        "AuthenticationError", "BadRequestError", "BudgetExhausted", "ConformanceError", "LoopError",
+        "OverloadedError", "ProviderError", "ProviderTimeout", "ProviderUnreachable", "RateLimitError",
+        "ScriptExhausted", "ServerError", "StreamError", "UsageError", "VerificationError", "VerificationFailed",
     ],
     "loop.tracing": ["NOOP_SPAN", "configure", "configure_logging", "current_tracer", "enabled", "logger", "span", "start"],
     "provider": [

@@ -14,14 +14,11 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from loop import LoopError, State, UsageError
+from loop import State, UsageError
+from loop.errors import ConformanceError
 from verifier._core import Result, Status
 
 __all__ = ["ConformanceError", "check_verifier"]
-
-
-class ConformanceError(LoopError):
-    """Raised by ``check_verifier`` when a verifier breaks the ``Verifier`` contract."""
 
 
 async def check_verifier(verifier: Any, *, passing: State, failing: State, timeout: float = 10.0) -> None:
