@@ -6,13 +6,14 @@ import itertools
 import secrets
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from types import MappingProxyType
 from typing import Union
 
 import anyio
 import anyio.abc
 
+from cognitive import TurnProcessor
 from loop import (
     EventBus,
     LoopError,
@@ -40,7 +41,6 @@ from session._mainline import Persisting, describe, extends, failed_conversation
 from session.stores._memory import MemoryStore
 from session.stores._protocol import Store
 
-TurnProcessor = Callable[[TurnExecutor, State], Awaitable[State]]
 Message = Union[str, Part, Sequence[Part]]
 _log = tracing.logger("session")
 INTERRUPTED = "interrupted: the process stopped before this tool call finished"
