@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from cognitive._pattern import check_start
 from loop import Role, State, Text, TurnKind, TurnSubmitter, UsageError, scope, tracing
 from loop.errors import VerificationError, VerificationFailed
-from verifier import Result, Status, Verifier, build_report, run_all
+from verifier import Result, Status, Verifier, build_report, check_verifiers, run_all
 
 
 class WithVerification:
@@ -39,17 +39,7 @@ class WithVerification:
             raise UsageError(f"WithVerification needs a TurnSubmitter (the step) to submit reports, got {submitter!r}")
         if not (isinstance(max_retries, int) and not isinstance(max_retries, bool) and max_retries >= 0):
             raise UsageError(f"max_retries must be an integer >= 0, got {max_retries!r}")
-        if isinstance(verifiers, Verifier):  # one verifier needs no list
-            verifiers = (verifiers,)
-        elif isinstance(verifiers, (str, bytes)) or not isinstance(verifiers, Iterable):
-            raise UsageError(f"verifiers takes a Verifier or a list of verifiers, got {verifiers!r}")
-        verifiers = tuple(verifiers)
-        for v in verifiers:
-            if not isinstance(getattr(v, "name", None), str) or not callable(getattr(v, "verify", None)):
-                raise UsageError(f"{v!r} is not a Verifier (it needs a str .name and an async .verify(state))")
-        names = [v.name for v in verifiers]
-        if len(set(names)) != len(names):
-            raise UsageError(f"verifier names must be unique, got {names}")
+        verifiers = check_verifiers(verifiers, "verifiers", unique=True)
         self.inner = inner
         self.submitter = submitter
         self.verifiers = verifiers

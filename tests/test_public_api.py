@@ -35,7 +35,7 @@ PUBLIC = {
     ],
     "verifier": [
         "Check", "CommandVerifier", "FunctionVerifier", "Result", "SchemaVerifier", "Status", "Verifier",
-        "build_report", "failed", "passed", "run_all",
+        "build_report", "check_verifiers", "failed", "passed", "run_all",
     ],
     "cognitive": [
         "CodeAction", "Factory", "Pattern", "ReAct", "SingleShot", "TurnProcessor", "WithBudget", "WithOutput",

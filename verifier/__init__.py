@@ -1,7 +1,7 @@
 """Quality gates over a conversation's outcome: the ``Verifier`` protocol and verifiers to plug in."""
 
 from verifier._command import CommandVerifier
-from verifier._core import Result, Status, Verifier, build_report, failed, passed, run_all
+from verifier._core import Result, Status, Verifier, build_report, check_verifiers, failed, passed, run_all
 from verifier._function import Check, FunctionVerifier
 from verifier._schema import SchemaVerifier
 
@@ -14,6 +14,7 @@ __all__ = [
     "Status",
     "Verifier",
     "build_report",
+    "check_verifiers",
     "failed",
     "passed",
     "run_all",

@@ -61,6 +61,24 @@ class Verifier(Protocol):
     async def verify(self, state: State) -> Result: ...
 
 
+def check_verifiers(verifiers: Verifier | Iterable[Verifier], who: str, *, unique: bool = False) -> tuple[Verifier, ...]:
+    """``verifiers`` as a tuple, each checked to be a ``Verifier`` (one verifier needs no list); with ``unique``,
+    their names must differ. Raises ``UsageError`` naming ``who`` and the problem."""
+    if not isinstance(verifiers, (tuple, list)) and isinstance(verifiers, Verifier):  # one needs no list
+        verifiers = (verifiers,)
+    elif isinstance(verifiers, (str, bytes)) or not isinstance(verifiers, Iterable):
+        raise UsageError(f"{who} takes a Verifier or a list of verifiers, got {verifiers!r}")
+    checked = tuple(verifiers)
+    for v in checked:
+        if not isinstance(getattr(v, "name", None), str) or not callable(getattr(v, "verify", None)):
+            raise UsageError(f"{v!r} is not a Verifier (it needs a str .name and an async .verify(state))")
+    if unique:
+        names = [v.name for v in checked]
+        if len(set(names)) != len(names):
+            raise UsageError(f"verifier names must be unique, got {names}")
+    return checked
+
+
 async def run_all(
     verifiers: Verifier | Iterable[Verifier], state: State, *, timeout: float | None = None
 ) -> list[Result]:
@@ -70,16 +88,9 @@ async def run_all(
     after ``timeout`` seconds is stopped and FAILs (the model can fix an answer that makes a check hang; ERROR is
     for broken infrastructure).
     """
-    if not isinstance(verifiers, (tuple, list)) and isinstance(verifiers, Verifier):  # one needs no list
-        verifiers = (verifiers,)
-    elif isinstance(verifiers, (str, bytes)) or not isinstance(verifiers, Iterable):
-        raise UsageError(f"run_all takes a Verifier or a list of verifiers, got {verifiers!r}")
+    verifiers = check_verifiers(verifiers, "run_all")
     if not isinstance(state, State):
         raise UsageError(f"run_all verifies a loop.State, got {state!r}")
-    verifiers = tuple(verifiers)
-    for v in verifiers:
-        if not isinstance(getattr(v, "name", None), str) or not callable(getattr(v, "verify", None)):
-            raise UsageError(f"{v!r} is not a Verifier (it needs a str .name and an async .verify(state))")
     if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
         raise UsageError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
     results: list[Result | None] = [None] * len(verifiers)
