@@ -12,7 +12,8 @@ from typing import Any
 
 import anyio
 
-from loop import LoopError, Provider, UsageError, tracing
+from loop import EventBus, LoopError, Provider, UsageError, tracing
+from session._groups import unwrap
 from session._manager import Manager, StepFactory, step_factory
 from session.stores._open import open_store
 
@@ -31,8 +32,41 @@ def load_factory(target: str) -> tuple[Any, Callable[..., Any]]:
         raise UsageError(f"cannot import {module_name!r}: {exc}") from exc
     factory = getattr(module, attr, None)
     if not callable(factory):
-        raise UsageError(f"{module_name} has no callable {attr!r} (a function taking a TurnExecutor, returning a Pattern)")
+        raise UsageError(f"{module_name} has no callable {attr!r} (a function taking a TurnExecutor, "
+                         "returning a Pattern)")
     return module, factory
+
+
+def check_factory(target: str, factory: Callable[..., Any], make_step: StepFactory, provider: Provider) -> None:
+    """Build the pattern once, with a step like the ones sessions get, so that a factory that cannot be called
+    with a step, or returns no pattern, is refused at start-up rather than at the first message."""
+    step = make_step(provider, EventBus())
+    try:
+        pattern = factory(step)
+    except TypeError as exc:
+        raise UsageError(f"{target} cannot be called with a step: {exc} (MODULE:FACTORY names a callable taking "
+                         "the step and returning a pattern)") from exc
+    except Exception as exc:
+        raise UsageError(f"{target} failed when called with a step: {type(exc).__name__}: {exc}") from exc
+    if not callable(getattr(pattern, "run", None)):
+        raise UsageError(f"{target} returned {pattern!r}, which is not a pattern (it has no run(state) method); "
+                         "MODULE:FACTORY names a callable taking the step and returning a pattern, like "
+                         "examples.quickstart:make_agent")
+
+
+def describe_provider(model: Provider) -> str:
+    """What a provider is, in a few words for the start-up line: offline when it is a demo model."""
+    from provider import Function, Scripted
+
+    kind = type(model)
+    package = sys.modules.get(kind.__module__.split(".")[0])
+    public = getattr(package, kind.__qualname__, None) is kind
+    name = f"{package.__name__ if public and package else kind.__module__}.{kind.__qualname__}"
+    if isinstance(model, Function):
+        return f"offline demo model, {name}"
+    if isinstance(model, Scripted):
+        return f"offline scripted replies, {name}"
+    return name
 
 
 def choose_provider(module: Any, spec: str | None, say: Callable[[str], None]) -> Provider:
@@ -45,8 +79,9 @@ def choose_provider(module: Any, spec: str | None, say: Callable[[str], None]) -
     if not callable(demo):
         raise UsageError(f"no --provider given and {module.__name__} defines no demo_provider(); "
                          "pass --provider openai:gpt-4o-mini (or anthropic:..., openai-compatible:MODEL@URL)")
-    say(f"no --provider given: using {module.__name__}.demo_provider() (scripted, offline)")
-    return demo()
+    model: Provider = demo()
+    say(f"no --provider given: using {module.__name__}.demo_provider() ({describe_provider(model)})")
+    return model
 
 
 def step_maker(module: Any) -> StepFactory:
@@ -65,9 +100,13 @@ def parser() -> argparse.ArgumentParser:
         cmd = commands.add_parser(name, help=text)
         cmd.add_argument("factory", metavar="MODULE:FACTORY", help="a callable: TurnExecutor -> Pattern")
         cmd.add_argument("--provider", help="openai:MODEL, anthropic:MODEL or openai-compatible:MODEL@URL")
-        cmd.add_argument("--store", default=DEFAULT_STORE, help=f"memory:// or sqlite:///path (default {DEFAULT_STORE})")
+        cmd.add_argument("--store", default=DEFAULT_STORE,
+                         help="memory://, or sqlite:///path.db relative to the working directory, or "
+                              "sqlite:////abs/path.db (four slashes) for an absolute path; the folder must exist "
+                              f"(default {DEFAULT_STORE})")
         if name == "chat":
-            cmd.add_argument("--session", help="resume the stored conversation with this id")
+            cmd.add_argument("--session", metavar="ID",
+                             help="the conversation's id: resumed if the store holds it, else started under it")
         else:
             cmd.add_argument("--host", default="127.0.0.1")
             cmd.add_argument("--port", type=int, default=8000)
@@ -84,10 +123,16 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
     from cognitive import new_turn_processor
 
     module, factory = load_factory(args.factory)
+    make_step = step_maker(module)
     provider = choose_provider(module, args.provider, say)
-    store = open_store(args.store)
-    manager = Manager(new_turn_processor(factory), provider=provider, store=store, make_step=step_maker(module))
     try:
+        check_factory(args.factory, factory, make_step, provider)
+        store = open_store(args.store)
+    except BaseException:
+        await _close(provider)
+        raise
+    try:
+        manager = Manager(new_turn_processor(factory), provider=provider, store=store, make_step=make_step)
         async with manager:
             # Everything alive now lives as long as the process: keep the collector from rescanning it on
             # every full collection (with thousands of sessions these pauses dominate).
@@ -96,6 +141,12 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
             if args.command == "chat":
                 from session._stdio import StdioConduit
 
+                if args.session is not None:
+                    stored = await store.load(args.session)
+                    if stored is None:
+                        say(f"session {args.session!r} is new: nothing is stored under that id in {args.store}")
+                    else:
+                        say(f"resuming session {args.session!r}: {len(stored)} turn{'s' * (len(stored) != 1)} stored")
                 await StdioConduit(session_id=args.session).serve(manager)
             elif args.command == "mcp":
                 from session.mcp._conduit import DESCRIPTION, MCPConduit
@@ -115,11 +166,15 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
                     say(f"serving on {url}: sessions under /sessions, OpenAI-compatible API under /v1, "
                         f"OpenAPI at /openapi.json{'' if args.token else ' (no token: this machine only)'}")
     finally:
-        for resource in (store, provider):
-            close = getattr(resource, "aclose", None)
-            if close is not None:
-                with anyio.CancelScope(shield=True):
-                    await close()
+        await _close(store, provider)
+
+
+async def _close(*resources: object) -> None:
+    for resource in resources:
+        close = getattr(resource, "aclose", None)
+        if close is not None:
+            with anyio.CancelScope(shield=True):
+                await close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -134,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         anyio.run(run, args, say)
     except (LoopError, BaseExceptionGroup) as exc:
-        error = _single(exc)
+        error = unwrap(exc) if isinstance(exc, BaseExceptionGroup) else exc
         if not isinstance(error, LoopError):
             raise
         say(f"error: {error}")
@@ -142,10 +197,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return 0
-
-
-def _single(exc: BaseException) -> BaseException:
-    """The one exception inside (nested) exception groups, or the group itself when there are several."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc

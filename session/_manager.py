@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import os
 import secrets
 import time
 from collections.abc import Callable, Sequence
@@ -12,12 +14,39 @@ import anyio
 import anyio.abc
 
 from loop import EventBus, LoopError, Provider, State, Step, Tool, Turn, TurnExecutor, UsageError, tracing
+from session._groups import unwrap
 from session._session import Session, TurnProcessor
 from session.stores._memory import MemoryStore
 from session.stores._protocol import Store, check_session_id
 
 StepFactory = Callable[[Provider, EventBus], TurnExecutor]
 _log = tracing.logger("session.manager")
+
+
+def _check_processor(processor: Any) -> None:
+    """Refuse what is not a turn processor, naming the fix for the usual mix-up: a pattern factory (or a
+    pattern) passed where ``new_turn_processor(factory)`` belongs."""
+    if not callable(processor):
+        if callable(getattr(processor, "run", None)):
+            raise UsageError(f"Manager takes a turn processor, and {processor!r} is a pattern; pass "
+                             "new_turn_processor(factory) with a factory building the pattern from its executor")
+        raise UsageError(f"Manager needs a turn processor (see cognitive.new_turn_processor), got {processor!r}")
+    try:
+        signature = inspect.signature(processor)
+    except (TypeError, ValueError):
+        return  # a callable without a signature to read: taken on trust
+    if _binds(signature, 1) and not _binds(signature, 2):
+        name = getattr(processor, "__name__", None) or repr(processor)
+        raise UsageError(f"Manager takes a turn processor (executor, state) -> state; {name} takes one argument, "
+                         f"like a pattern factory (executor -> pattern): pass new_turn_processor({name})")
+
+
+def _binds(signature: inspect.Signature, count: int) -> bool:
+    try:
+        signature.bind(*([None] * count))
+    except TypeError:
+        return False
+    return True
 
 
 class SessionLimit(LoopError):
@@ -54,14 +83,26 @@ class Manager:
         idle_timeout: float = 900.0,
         queue_size: int = 64,
     ) -> None:
-        if not callable(processor):
-            raise UsageError(f"Manager needs a turn processor (see cognitive.new_turn_processor), got {processor!r}")
+        _check_processor(processor)
+        if isinstance(provider, str):
+            raise UsageError(f"provider takes a Provider, not a string; for a spec use "
+                             f"provider.from_spec({provider!r})")
         if not callable(getattr(provider, "stream", None)):
             raise UsageError(f"Manager needs a provider, got {provider!r}")
-        if not (isinstance(max_sessions, int) and max_sessions >= 1):
+        if isinstance(store, (str, os.PathLike)):
+            raise UsageError(f"store takes a Store, not a URL or path; use session.open_store({str(store)!r}) "
+                             "(or SQLiteStore(path))")
+        if store is not None and not isinstance(store, Store):
+            raise UsageError(f"store takes a Store (with load and append), got {store!r}")
+        if make_step is not None and not callable(make_step):
+            raise UsageError(f"make_step takes a function (provider, events) -> step, such as step_factory(tools), "
+                             f"got {make_step!r}")
+        if not (isinstance(max_sessions, int) and not isinstance(max_sessions, bool) and max_sessions >= 1):
             raise UsageError(f"max_sessions must be a positive integer, got {max_sessions!r}")
-        if not (isinstance(idle_timeout, (int, float)) and idle_timeout > 0):
+        if not (isinstance(idle_timeout, (int, float)) and not isinstance(idle_timeout, bool) and idle_timeout > 0):
             raise UsageError(f"idle_timeout must be a positive number of seconds, got {idle_timeout!r}")
+        if not (isinstance(queue_size, int) and not isinstance(queue_size, bool) and queue_size >= 1):
+            raise UsageError(f"queue_size must be a positive integer, got {queue_size!r}")
         self.processor = processor
         self.provider = provider
         self.store = store if store is not None else MemoryStore()
@@ -87,6 +128,13 @@ class Manager:
         self._group.cancel_scope.cancel()
         try:
             return await self._group.__aexit__(exc_type, exc, tb)
+        except BaseExceptionGroup as group:
+            error = unwrap(group)
+            if error is group:
+                raise
+            if error is exc:
+                return False  # the block's own error goes on as it was raised
+            raise error from error.__cause__
         finally:
             self._group = None
             self._sessions.clear()

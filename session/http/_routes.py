@@ -2,7 +2,7 @@
 
 Routes (every one but ``/healthz`` and ``/openapi.json`` needs ``Authorization: Bearer <token>``)::
 
-    POST   /sessions                        201 {"id"}                    open a session
+    POST   /sessions                        201 {"id"}                    open a session (no body, or {})
     DELETE /sessions/{id}                   204                           close it (its conversation stays stored)
     POST   /sessions/{id}/messages          202 {"message_id","position"} queue a user message {"text"}
     POST   /sessions/{id}/interrupt         200 {"dropped"}               cancel the current message
@@ -205,6 +205,7 @@ class SessionRoutes:
         return _json(OPENAPI)
 
     async def create(self, request: Request) -> Response:
+        await self._body(request, required=False)  # it has no fields yet, but a broken one is refused, not ignored
         session_id = secrets.token_urlsafe(18)
         key = self.key(request, session_id)
         self._track(key, session_id, (await self.manager.open(key)).events)

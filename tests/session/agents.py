@@ -33,3 +33,13 @@ def reply(request: Request):
 
 def demo_provider() -> Function:
     return Function(reply)
+
+
+def not_a_pattern(executor: TurnExecutor) -> str:
+    """A factory returning something that is not a pattern: the command line refuses it at start-up."""
+    return "not a pattern"
+
+
+def no_executor() -> ReAct:
+    """A factory that takes no step: the command line refuses it at start-up."""
+    raise AssertionError("never called without a step")

@@ -33,7 +33,7 @@ async def test_chat_streams_answers_and_ends_at_end_of_input() -> None:
     assert "HELLO THERE" in done.stdout
     assert "→ wait({\"seconds\": 0.01})" in done.stdout and "← wait: waited 0.01 s" in done.stdout
     assert "done: waited 0.01 s" in done.stdout
-    assert "using tests.session.agents.demo_provider() (scripted, offline)" in done.stderr
+    assert "using tests.session.agents.demo_provider() (offline demo model, provider.Function)" in done.stderr
 
 
 async def test_the_default_store_is_a_sqlite_file_in_the_working_directory(tmp_path: Path) -> None:
@@ -57,6 +57,11 @@ async def test_the_default_store_is_a_sqlite_file_in_the_working_directory(tmp_p
         (["tests.session.agents:make_agent", "--provider", "openai:gpt-4o-mini"], "OPENAI_API_KEY"),
         (["tests.session.agents:make_agent", "--store", "redis://x"], "unknown store URL"),
         (["loop:State"], "defines no demo_provider()"),
+        (["tests.session.agents:not_a_pattern"],
+         "tests.session.agents:not_a_pattern returned 'not a pattern', which is not a pattern (it has no run(state)"),
+        (["tests.session.agents:no_executor"], "tests.session.agents:no_executor cannot be called with a step: "),
+        (["tests.session.agents:make_agent", "--store", "sqlite:////nonexistent/dir/x.db"],
+         "the folder '/nonexistent/dir' for 'sqlite:////nonexistent/dir/x.db' does not exist; create it first"),
     ],
 )
 async def test_bad_arguments_exit_with_a_clear_message(args: list[str], message: str) -> None:
@@ -64,6 +69,26 @@ async def test_bad_arguments_exit_with_a_clear_message(args: list[str], message:
     done = await anyio.to_thread.run_sync(lambda: chat(*args, *store, stdin=""))
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert message in done.stderr and "Traceback" not in done.stderr
+
+
+async def test_the_help_says_where_a_sqlite_path_is() -> None:
+    done = await anyio.to_thread.run_sync(lambda: subprocess.run(
+        [sys.executable, "-m", "session", "chat", "--help"], cwd=ROOT, env=ENV, capture_output=True, text=True,
+        timeout=60))
+    assert done.returncode == 0
+    text = " ".join(done.stdout.split())
+    assert "relative to the working directory" in text and "sqlite:////abs/path.db" in text
+    assert "the folder must exist" in text
+
+
+async def test_chat_says_whether_the_session_is_new_or_resumed(tmp_path: Path) -> None:
+    args = ["tests.session.agents:make_agent", "--store", f"sqlite:///{tmp_path}/chats.db", "--session", "typo"]
+    first = await anyio.to_thread.run_sync(lambda: chat(*args, stdin="hello\n"))
+    assert first.returncode == 0, first.stderr
+    assert "session 'typo' is new: nothing is stored under that id" in first.stderr
+    again = await anyio.to_thread.run_sync(lambda: chat(*args, stdin=""))
+    assert again.returncode == 0, again.stderr
+    assert "resuming session 'typo': 2 turns stored" in again.stderr and "is new" not in again.stderr
 
 
 async def test_provider_spec_points_chat_at_a_real_endpoint() -> None:

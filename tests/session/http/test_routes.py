@@ -272,6 +272,26 @@ async def test_a_bad_message_is_refused_and_nothing_is_queued(body: bytes, statu
         assert (await client.get(f"/sessions/{session_id}/turns")).json()["turns"] == []
 
 
+@pytest.mark.parametrize(("body", "status", "kind"), [
+    (b"{not json", 400, "bad_json"),
+    (b"\xff\xfe", 400, "bad_json"),
+    (b'["x"]', 422, "invalid_request"),
+])
+async def test_a_malformed_body_opens_no_session(body: bytes, status: int, kind: str) -> None:
+    async with in_process(Function(echo)) as served:
+        response = await served.client().post("/sessions", content=body,
+                                              headers={"content-type": "application/json"})
+        assert response.status_code == status and error_of(response)["type"] == kind
+        assert served.manager.open_sessions == 0
+
+
+@pytest.mark.parametrize("body", [b"", b"  \n", b"{}"])
+async def test_an_empty_body_or_object_opens_a_session(body: bytes) -> None:
+    async with in_process(Function(echo)) as served:
+        response = await served.client().post("/sessions", content=body)
+    assert response.status_code == 201
+
+
 @pytest.mark.parametrize("body", [b'{"drop_queued": "yes"}', b'{"drop_queued": 1}', b"[]"])
 async def test_a_bad_interrupt_is_refused(body: bytes) -> None:
     async with in_process(Function(echo)) as served:
