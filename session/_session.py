@@ -37,6 +37,7 @@ from session._events import (
     MessageStarted,
     TurnStored,
 )
+from session._groups import unwrap
 from session._mainline import Persisting, describe, extends, failed_conversation
 from session.stores._memory import MemoryStore
 from session.stores._protocol import Store
@@ -298,7 +299,9 @@ class Session:
                                 "conversation it was given; nothing of it was stored (a processor returns the "
                                 "state it was given with the new turns appended)")
                         await self._persist(state, rewind=True)  # it becomes the conversation
-                except Exception as exc:
+                except Exception as raised:
+                    # A processor's own task group wraps the one error that failed it: report that error.
+                    exc = unwrap(raised) if isinstance(raised, ExceptionGroup) else raised
                     _log.warning("message failed", session=self.id, message=item.id, error=repr(exc))
                     await self._record_failure(exc, item.id)
                     self.events.publish(MessageFailed(item.id, str(exc), type(exc).__name__))

@@ -11,7 +11,7 @@ import pytest
 from cognitive import new_turn_processor, react_factory
 from loop import Role, State, Text, ToolCall, Turn, UsageError
 from provider import Function
-from session import Manager, MemoryStore, StoreError
+from session import Manager, MemoryStore, MessageFailed, StoreError
 from session._groups import unwrap
 
 
@@ -106,3 +106,22 @@ def test_right_wiring_is_accepted() -> None:
 def test_unwrap_works_outside_an_event_loop() -> None:
     one = ValueError("one")
     assert unwrap(ExceptionGroup("outer", [one])) is one
+
+
+async def test_a_processor_whose_task_group_failed_reports_the_one_error_that_caused_it() -> None:
+    async def grouped(executor: Any, state: State) -> State:
+        async def broken() -> None:
+            raise LookupError("no such record")
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(broken)
+            await anyio.sleep(1)
+        return state
+
+    async with Manager(grouped, provider=Function(lambda r: "x")) as manager:
+        session = await manager.open("s")
+        with session.events.subscribe(buffer=None) as events:
+            with pytest.raises(LookupError, match="no such record"):
+                await session.ask("go")
+            (failed,) = [e for e in events.drain() if isinstance(e, MessageFailed)]
+    assert (failed.kind, failed.error) == ("LookupError", "no such record")
