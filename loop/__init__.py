@@ -17,6 +17,7 @@ from loop._events import (
 )
 from loop._argcheck import ArgumentChecker
 from loop._budget import PRICES, Budget, Price, Spend, Spent, charge
+from loop._codec import delta_from_dict, delta_to_dict, part_from_dict, part_to_dict
 from loop._fanout import BranchResult, as_completed, fan_out
 from loop._outcome import Outcome
 from loop._output import OutputType
@@ -45,7 +46,7 @@ from loop._state import State
 from loop._step import Step, Transform
 from loop._tokens import TokenCounter, approx_tokens
 from loop._tools import FunctionTool, Tool, index_tools, json_default, tool
-from loop._turn import Turn
+from loop._turn import Turn, TurnKind
 from loop._wake import Wake
 from loop.errors import LoopError, UsageError
 
@@ -98,6 +99,7 @@ __all__ = [
     "TurnCompleted",
     "TurnExecutor",
     "TurnFailed",
+    "TurnKind",
     "TurnRunner",
     "TurnStarted",
     "TurnSubmitter",
@@ -113,11 +115,15 @@ __all__ = [
     "charge",
     "charging",
     "current_scope",
+    "delta_from_dict",
+    "delta_to_dict",
     "fan_out",
     "index_tools",
     "json_default",
     "main_line",
     "on_progress",
+    "part_from_dict",
+    "part_to_dict",
     "run_path",
     "scope",
     "tool",

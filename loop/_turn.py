@@ -2,16 +2,43 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
 import attrs
 
-from loop._parts import PART_TYPES, Part, Reasoning, Role, Text, ToolCall, ToolResult, Usage
+from loop._parts import PART_TYPES, Part, Role, Text, ToolCall, ToolResult, Usage
 from loop.errors import UsageError
 
 EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class TurnKind(enum.StrEnum):
+    """What a turn added by a pattern or a session is for: the ``"kind"`` in its ``meta``, read by ``Turn.kind``.
+
+    Writers put the member in ``meta={"kind": TurnKind.VERIFICATION, ...}``; it is stored as its plain string,
+    so turns stored before this type existed read the same. Readers (the terminal chat, the OpenAI-compatible
+    endpoint) compare ``turn.kind`` with a member and never match strings. A kind of one's own is any other
+    string in ``meta["kind"]``, and ``Turn.kind`` is ``None`` for it.
+    """
+
+    VERIFICATION = "verification"
+    """A system turn holding the verifiers' report on the last answer, asking for a fixed one; ``meta["attempt"]``
+    counts the retries from 1."""
+    OUTPUT_FORMAT = "output_format"
+    """A system turn asking for the answer again in the shape of the output type's schema."""
+    BUDGET = "budget"
+    """A system turn saying that a budget ran out and asking for a final answer without tools."""
+    CODE_ACTION = "code_action"
+    """A system turn telling the model to answer with a program (``CodeAction``)."""
+    CODE_ACTION_ANSWER = "code_action_answer"
+    """An assistant turn holding the answer a program printed; ``meta["attempt"]`` is the program's number."""
+    CODE_ACTION_ERROR = "code_action_error"
+    """A system turn saying why program number ``meta["attempt"]`` failed."""
+    FAILURE = "failure"
+    """An assistant turn a session stores in place of the answer when processing a message failed."""
 
 
 def _freeze_meta(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -71,6 +98,18 @@ class Turn:
     name: str | None = attrs.field(default=None, validator=_check_name)
 
     @property
+    def kind(self) -> TurnKind | None:
+        """What the turn is for, from ``meta["kind"]``: ``None`` for a turn of the conversation itself, or a kind
+        that is not a ``TurnKind``."""
+        kind = self.meta.get("kind")
+        if kind is None:
+            return None
+        try:
+            return TurnKind(kind)
+        except (ValueError, TypeError):  # a kind of the writer's own, or not a string at all
+            return None
+
+    @property
     def text(self) -> str:
         """The turn's ``Text`` parts joined; empty when it has none."""
         return "".join(p.text for p in self.parts if type(p) is Text)
@@ -93,7 +132,10 @@ class Turn:
 
     def to_dict(self) -> dict[str, Any]:
         """The turn as plain JSON-ready data (see ``from_dict``)."""
-        out: dict[str, Any] = {"role": self.role.value, "parts": [_part_to_dict(p) for p in self.parts]}
+        # Imported here, not above: the codec also knows the deltas, and they are defined after Turn.
+        from loop._codec import part_to_dict
+
+        out: dict[str, Any] = {"role": self.role.value, "parts": [part_to_dict(p) for p in self.parts]}
         if self.meta:
             out["meta"] = dict(self.meta)
         if self.name is not None:
@@ -103,13 +145,15 @@ class Turn:
     @classmethod
     def from_dict(cls, data: Any, *, where: str = "turn") -> Turn:
         """Rebuild a turn from ``to_dict`` output; raises ``UsageError`` naming the first problem found."""
+        from loop._codec import part_from_dict  # imported here for the reason to_dict gives
+
         if not isinstance(data, Mapping):
             raise UsageError(f"{where}: expected an object, got {type(data).__name__}")
-        role = data.get("role")
+        written: Any = data.get("role")
         try:
-            role = Role(role)
+            role = Role(written)
         except ValueError:
-            raise UsageError(f"{where}: unknown role {role!r} (expected one of {[r.value for r in Role]})") from None
+            raise UsageError(f"{where}: unknown role {written!r} (expected one of {[r.value for r in Role]})") from None
         raw_parts = data.get("parts", [])
         if not isinstance(raw_parts, list):
             raise UsageError(f"{where}: 'parts' must be a list")
@@ -119,53 +163,5 @@ class Turn:
         name = data.get("name")
         if name is not None and (not isinstance(name, str) or not name):
             raise UsageError(f"{where}: 'name' must be a non-empty string")
-        parts = tuple(_part_from_dict(p, f"{where}, part {i}") for i, p in enumerate(raw_parts))
+        parts = tuple(part_from_dict(p, where=f"{where}, part {i}") for i, p in enumerate(raw_parts))
         return cls(role, parts, meta, name)
-
-
-_FIELDS: dict[str, tuple[type, tuple[str, ...], tuple[str, ...]]] = {
-    # type tag: (class, required fields, optional fields)
-    "text": (Text, ("text",), ()),
-    "reasoning": (Reasoning, ("text",), ("signature",)),
-    "tool_call": (ToolCall, ("id", "name", "arguments"), ()),
-    "tool_result": (ToolResult, ("call_id", "name", "content"), ("is_error",)),
-    "usage": (Usage, (), ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")),
-}
-_TAGS = {cls: tag for tag, (cls, _, _) in _FIELDS.items()}
-
-
-def _part_to_dict(part: Part) -> dict[str, Any]:
-    out = {"type": _TAGS[type(part)]}
-    out.update(attrs.asdict(part, recurse=False))
-    return out
-
-
-def _part_from_dict(data: Any, where: str) -> Part:
-    if not isinstance(data, Mapping):
-        raise UsageError(f"{where}: expected an object, got {type(data).__name__}")
-    tag = data.get("type")
-    if tag not in _FIELDS:
-        raise UsageError(f"{where}: unknown part type {tag!r} (expected one of {sorted(_FIELDS)})")
-    cls, required, optional = _FIELDS[tag]
-    missing = [name for name in required if name not in data]
-    if missing:
-        raise UsageError(f"{where}: {tag} part is missing {', '.join(missing)}")
-    unknown = set(data) - set(required) - set(optional) - {"type"}
-    if unknown:
-        raise UsageError(f"{where}: {tag} part has unknown fields {sorted(unknown)}")
-    kwargs = {k: data[k] for k in (*required, *optional) if k in data}
-    for name in attrs.fields(cls):
-        if name.name in kwargs and name.type in ("str", "int", "bool", "str | None"):
-            _check_type(kwargs[name.name], name.type, f"{where}: {tag}.{name.name}")
-    return cls(**kwargs)
-
-
-def _check_type(value: Any, declared: str, where: str) -> None:
-    ok = {
-        "str": isinstance(value, str),
-        "int": isinstance(value, int) and not isinstance(value, bool),
-        "bool": isinstance(value, bool),
-        "str | None": value is None or isinstance(value, str),
-    }[declared]
-    if not ok:
-        raise UsageError(f"{where} must be {declared}, got {type(value).__name__}")

@@ -19,20 +19,7 @@ import anyio.lowlevel
 import anyio.to_thread
 import attrs
 
-from loop import (
-    Delta,
-    Finish,
-    Options,
-    Provider,
-    ReasoningDelta,
-    Request,
-    TextDelta,
-    ToolCallDelta,
-    Usage,
-    UsageDelta,
-    UsageError,
-    UseTool,
-)
+from loop import Delta, Options, Provider, Request, UsageError, UseTool, delta_from_dict, delta_to_dict
 from loop.errors import (
     AuthenticationError,
     BadRequestError,
@@ -47,19 +34,6 @@ from loop.errors import (
 )
 from provider._http import plain
 
-_DELTAS: dict[str, type] = {"text": TextDelta, "reasoning": ReasoningDelta, "tool_call": ToolCallDelta,
-                            "usage": UsageDelta, "finish": Finish}
-_TAGS = {cls: tag for tag, cls in _DELTAS.items()}
-# Per delta type: its fields, each with the JSON types it may hold (None for null). ``choice`` (and a usage's
-# ``model``) are written only when set, so cassettes recorded before they existed load unchanged.
-_FIELDS: dict[type, dict[str, tuple[Any, ...]]] = {
-    TextDelta: {"text": (str,), "choice": (int,)},
-    ReasoningDelta: {"text": (str,), "signature": (str, None), "choice": (int,)},
-    ToolCallDelta: {"index": (int,), "id": (str, None), "name": (str, None), "arguments_fragment": (str,),
-                    "choice": (int,)},
-    UsageDelta: {"usage": (dict,), "model": (str, None), "choice": (int,)},
-    Finish: {"reason": (str,), "choice": (int,)},
-}
 _ERRORS: dict[str, type[ProviderError]] = {cls.__name__: cls for cls in (
     ProviderError, AuthenticationError, BadRequestError, RateLimitError, ServerError, OverloadedError,
     ProviderTimeout, ProviderUnreachable, StreamError, ScriptExhausted)}
@@ -90,63 +64,6 @@ def request_to_dict(request: Request) -> dict[str, Any]:
                   for t in request.tools],
         "options": {k: plain(v) for k, v in options.items() if v is not None},
     }
-
-
-def delta_to_dict(delta: Delta) -> dict[str, Any]:
-    tag = _TAGS.get(type(delta))
-    if tag is None:
-        raise StreamError(f"provider streamed {delta!r}, which is not a Delta (TextDelta, ToolCallDelta, ...)")
-    data = attrs.asdict(delta)
-    if not data["choice"]:
-        del data["choice"]
-    if data.get("model", "") is None:
-        del data["model"]
-    data["type"] = tag
-    return data
-
-
-def _is(value: Any, kinds: tuple[Any, ...]) -> bool:
-    for kind in kinds:
-        if kind is None and value is None:
-            return True
-        if kind is int and isinstance(value, int) and not isinstance(value, bool):
-            return True
-        if kind not in (None, int) and isinstance(value, kind):
-            return True
-    return False
-
-
-def delta_from_dict(data: Any, where: str) -> Delta:
-    """The delta ``delta_to_dict`` wrote; ``UsageError`` naming ``where`` when ``data`` is not one."""
-    if not isinstance(data, dict):
-        raise UsageError(f"{where}: a delta must be an object, got {_short(data)}")
-    data = dict(data)
-    tag = data.pop("type", None)
-    cls = _DELTAS.get(tag) if isinstance(tag, str) else None
-    if cls is None:
-        raise UsageError(f"{where}: unknown delta type {tag!r} (expected one of {sorted(_DELTAS)})")
-    fields = _FIELDS[cls]
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise UsageError(f"{where}: {tag} delta has unknown fields {unknown}")
-    for name, kinds in fields.items():
-        if name in data and not _is(data[name], kinds):
-            raise UsageError(f"{where}: {tag}.{name} has the wrong type: {_short(data[name])}")
-    if data.get("choice", 0) < 0:
-        raise UsageError(f"{where}: {tag}.choice must not be negative, got {data['choice']}")
-    if cls is UsageDelta:
-        usage = data.get("usage")
-        if usage is None:
-            raise UsageError(f"{where}: usage delta is missing 'usage'")
-        allowed = {f.name for f in attrs.fields(Usage)}
-        if set(usage) - allowed or not all(_is(v, (int,)) for v in usage.values()):
-            raise UsageError(f"{where}: usage delta needs integer token counts ({sorted(allowed)}), "
-                             f"got {_short(usage)}")
-        return UsageDelta(Usage(**usage), data.get("model"), data.get("choice", 0))
-    try:
-        return cls(**data)
-    except TypeError as exc:
-        raise UsageError(f"{where}: bad {tag} delta {_short(data)}: {exc}") from None
 
 
 def _error_to_dict(exc: BaseException) -> dict[str, Any]:
@@ -209,7 +126,11 @@ class Recording:
         try:
             stream = self.inner.stream(request)
             async for delta in stream:
-                deltas.append(delta_to_dict(delta))
+                try:
+                    deltas.append(delta_to_dict(delta))
+                except UsageError as exc:
+                    raise StreamError(f"provider streamed {delta!r}, which is not a Delta (TextDelta, "
+                                      "ToolCallDelta, ...)") from exc
                 yield delta
             complete = True
         except Exception as exc:
@@ -284,14 +205,15 @@ def _load(path: Path, number: int, line: str) -> _Exchange:
         raise UsageError(f"{where}: 'request' must be an object")
     if not isinstance(deltas, list):
         raise UsageError(f"{where}: 'deltas' must be a list")
+    status = error.get("status") if isinstance(error, dict) else None
     if error is not None and not (isinstance(error, dict) and isinstance(error.get("type", ""), str)
-                                  and _is(error.get("status"), (int, None))):
+                                  and (status is None or (isinstance(status, int) and not isinstance(status, bool)))):
         raise UsageError(f"{where}: 'error' must be an object with a string 'type' and an integer 'status'")
     turns = request.get("turns")
     if isinstance(turns, list):  # cassettes written before meta was left out still replay
         request = {**request, "turns": [
             {k: v for k, v in t.items() if k != "meta"} if isinstance(t, dict) else t for t in turns]}
-    parsed = tuple(delta_from_dict(d, f"{where}, delta {i}") for i, d in enumerate(deltas))
+    parsed = tuple(delta_from_dict(d, where=f"{where}, delta {i}") for i, d in enumerate(deltas))
     return _Exchange(number, request, _key(request), parsed, error, bool(entry.get("incomplete")))
 
 

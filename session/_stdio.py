@@ -16,8 +16,7 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
-from loop import Role, TextDelta, ToolFinished, ToolStarted, TurnCompleted
-from loop import CANCELLED
+from loop import CANCELLED, Role, TextDelta, ToolFinished, ToolStarted, TurnCompleted, TurnKind
 from session._events import Interrupted, MessageFailed, MessageFinished
 from session._manager import Manager
 from session._session import Session
@@ -39,7 +38,7 @@ def _render(event: Any) -> str | None:
         # Calls cut short by an interrupt never finished, so they had no ToolFinished: show them here.
         cut = [r for r in event.turn.tool_results if r.is_error and r.content == f"error: {CANCELLED}"]
         return "".join(f"  ✗ {r.name}: cancelled\n" for r in cut) or None
-    if isinstance(event, TurnCompleted) and event.turn.role is Role.SYSTEM and event.turn.meta.get("kind") == "verification":
+    if isinstance(event, TurnCompleted) and event.turn.kind is TurnKind.VERIFICATION:
         return "\n  [verification]\n" + "".join(f"  {line}\n" for line in event.turn.text.splitlines()) + "\n"
     if isinstance(event, MessageFinished):
         note = f" [{event.status}: {event.reason}]" if not event.ok else ""

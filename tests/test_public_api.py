@@ -19,9 +19,10 @@ PUBLIC = {
         "RunScope", "Spend", "Spent", "Stamped", "State", "Step", "Subscription", "Text", "TextDelta",
         "TokenCounter", "Tool", "ToolCall", "ToolCallDelta", "ToolChoice", "ToolFinished", "ToolPipeline",
         "ToolResult", "ToolSpec", "ToolStarted", "Transform", "Turn", "TurnCompleted", "TurnExecutor", "TurnFailed",
-        "TurnRunner", "TurnStarted", "TurnSubmitter", "Usage", "UsageDelta", "UsageError", "UseTool", "Wake",
-        "approx_tokens", "as_completed", "branch", "carry", "charge", "charging", "current_scope", "fan_out",
-        "index_tools", "json_default", "main_line", "on_progress", "run_path", "scope", "tool",
+        "TurnKind", "TurnRunner", "TurnStarted", "TurnSubmitter", "Usage", "UsageDelta", "UsageError", "UseTool",
+        "Wake", "approx_tokens", "as_completed", "branch", "carry", "charge", "charging", "current_scope",
+        "delta_from_dict", "delta_to_dict", "fan_out", "index_tools", "json_default", "main_line", "on_progress",
+        "part_from_dict", "part_to_dict", "run_path", "scope", "tool",
     ],
     "loop.errors": [
         "AuthenticationError", "BadRequestError", "BudgetExhausted", "ConformanceError", "LoopError",

@@ -1,4 +1,5 @@
-"""The ASGI middlewares in front of the HTTP conduit: request log, bearer auth, rate limit and body size.
+"""The ASGI middlewares in front of the HTTP conduit: request log, rate limit and body size, and the bearer
+auth every conduit's server shares (``session._bearer``, with this API's errors by default).
 
 Each is Starlette-shaped: ``Middleware(app, *, settings)`` with one ``__call__`` that either answers the
 request itself (with a JSON error) or passes it to ``app``. Errors are ``{"error": {"type", "message"}}``.
@@ -6,12 +7,11 @@ request itself (with a JSON error) or passes it to ``app``. Errors are ``{"error
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from loop import LoopError, UsageError, tracing
+from session._bearer import BearerAuth as BearerAuth  # the conduit's guards include the shared bearer check
 from session._manager import SessionLimit
 from session._session import SessionBusy, SessionClosed
 from session.stores._protocol import StoreError
@@ -105,11 +106,6 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-def owner_of(token: str) -> str:
-    """The name a token's sessions and logs go by: a short digest, so the token never reaches a log."""
-    return "tok_" + hashlib.sha256(token.encode()).hexdigest()[:16]
-
-
 @attrs.frozen
 class RateLimit:
     """At most ``per_second`` requests a second per token on average, in bursts of up to ``burst``."""
@@ -158,45 +154,6 @@ class RequestLog:
                 log = _log.warning if status[0] >= 500 else _log.info
                 log("http request", method=method, path=path, status=status[0], session=session_id,
                           owner=owner, duration_ms=round((time.perf_counter() - started) * 1000, 2))
-
-
-class BearerAuth:
-    """Requires ``Authorization: Bearer <token>`` with one of ``tokens`` on every path but ``open_paths``.
-
-    The request's owner (``owner_of(token)``) goes to ``scope["state"]["owner"]``. With ``tokens=None`` every
-    request is let in as the owner ``"anonymous"`` (only for a loopback server; the conduit checks that).
-    """
-
-    def __init__(self, app: ASGIApp, *, tokens: Iterable[str] | None, open_paths: Iterable[str] = ()) -> None:
-        self.app = app
-        # Looked up by digest, so the comparison time does not depend on how much of a guess was right.
-        self._owners = None if tokens is None else {
-            hashlib.sha256(t.encode()).digest(): owner_of(t) for t in tokens
-        }
-        self._open = frozenset(open_paths)
-
-    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["path"] in self._open:
-            await self.app(scope, receive, send)
-            return
-        if self._owners is None:
-            owner = "anonymous"
-        else:
-            header = _header(scope, b"authorization") or ""
-            scheme, _, credentials = header.partition(" ")
-            challenge = {"www-authenticate": 'Bearer realm="session"'}
-            if scheme.lower() != "bearer" or not credentials.strip():
-                await send_problem(send, Problem(401, "unauthorized",
-                                                 "this route needs an 'Authorization: Bearer <token>' header",
-                                                 challenge))
-                return
-            found = self._owners.get(hashlib.sha256(credentials.strip().encode()).digest())
-            if found is None:
-                await send_problem(send, Problem(401, "unauthorized", "the bearer token is not valid", challenge))
-                return
-            owner = found
-        scope.setdefault("state", {})["owner"] = owner
-        await self.app(scope, receive, send)
 
 
 class RateLimited:

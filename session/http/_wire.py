@@ -1,8 +1,9 @@
 """The JSON form of every event a session publishes, for conduits that send events over a wire.
 
-Each event becomes a plain dict with a snake_case ``"type"``; turns use ``Turn.to_dict()`` and parts the same
-tagged form. Exceptions are never sent as objects, only as ``{"type": name, "message": text}``. An object this
-module does not know becomes ``{"type": "unknown", "repr": ...}``, so a new event never breaks a stream.
+Each event becomes a plain dict with a snake_case ``"type"``. Turns, parts and a delta's fields are written by
+``loop``'s codec (``Turn.to_dict``, ``part_to_dict``, ``delta_to_dict``), as they are stored and recorded.
+Exceptions are never sent as objects, only as ``{"type": name, "message": text}``. An object this module does
+not know becomes ``{"type": "unknown", "repr": ...}``, so a new event never breaks a stream.
 """
 
 from __future__ import annotations
@@ -11,45 +12,39 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-import attrs
-
 from loop import (
     BudgetReport,
+    Delta,
     EventsDropped,
     Finish,
-    Part,
-    Reasoning,
     ReasoningDelta,
-    Text,
     TextDelta,
-    ToolCall,
     ToolCallDelta,
     ToolFinished,
-    ToolResult,
     ToolStarted,
     TurnCompleted,
     TurnFailed,
     TurnStarted,
-    Usage,
     UsageDelta,
+    delta_to_dict,
+    part_to_dict,
 )
 from session._events import Interrupted, MessageFailed, MessageFinished, MessageQueued, MessageStarted, TurnStored
 
-__all__ = ["dumps", "event_to_json", "part_to_json"]
+__all__ = ["dumps", "event_to_json"]
 
 _MAX_REPR = 2000
-_PART_TAGS: dict[type, str] = {
-    Text: "text",
-    Reasoning: "reasoning",
-    ToolCall: "tool_call",
-    ToolResult: "tool_result",
-    Usage: "usage",
-}
 
 
-def part_to_json(part: Part) -> dict[str, Any]:
-    """A part as ``Turn.to_dict`` writes it: its fields and a ``"type"`` tag."""
-    return {"type": _PART_TAGS[type(part)], **attrs.asdict(part, recurse=False)}
+def _delta(delta: Delta) -> dict[str, Any]:
+    """A delta's fields as the codec writes them, with its usage tagged as a part; without ``choice`` and the
+    answering ``model``, which the wire has never carried."""
+    data = delta_to_dict(delta)
+    for name in ("type", "choice", "model"):
+        data.pop(name, None)
+    if isinstance(delta, UsageDelta):
+        data["usage"] = part_to_dict(delta.usage)
+    return data
 
 
 def _error(error: BaseException) -> dict[str, str]:
@@ -63,17 +58,16 @@ def _message_finished(e: MessageFinished) -> dict[str, Any]:
 
 
 _ENCODERS: dict[type, tuple[str, Callable[[Any], dict[str, Any]]]] = {
-    TextDelta: ("text_delta", lambda e: {"text": e.text}),
-    ReasoningDelta: ("reasoning_delta", lambda e: {"text": e.text, "signature": e.signature}),
-    ToolCallDelta: ("tool_call_delta", lambda e: {"index": e.index, "id": e.id, "name": e.name,
-                                                  "arguments_fragment": e.arguments_fragment}),
-    UsageDelta: ("usage_delta", lambda e: {"usage": part_to_json(e.usage)}),
-    Finish: ("finish", lambda e: {"reason": e.reason}),
+    TextDelta: ("text_delta", _delta),
+    ReasoningDelta: ("reasoning_delta", _delta),
+    ToolCallDelta: ("tool_call_delta", _delta),
+    UsageDelta: ("usage_delta", _delta),
+    Finish: ("finish", _delta),
     TurnStarted: ("turn_started", lambda e: {"index": e.index}),
     TurnCompleted: ("turn_completed", lambda e: {"turn": e.turn.to_dict()}),
     TurnFailed: ("turn_failed", lambda e: {"error": _error(e.error)}),
-    ToolStarted: ("tool_started", lambda e: {"call": part_to_json(e.call)}),
-    ToolFinished: ("tool_finished", lambda e: {"call": part_to_json(e.call), "result": part_to_json(e.result),
+    ToolStarted: ("tool_started", lambda e: {"call": part_to_dict(e.call)}),
+    ToolFinished: ("tool_finished", lambda e: {"call": part_to_dict(e.call), "result": part_to_dict(e.result),
                                                "seconds": e.seconds}),
     EventsDropped: ("events_dropped", lambda e: {"count": e.count}),
     MessageQueued: ("message_queued", lambda e: {"message_id": e.message_id, "position": e.position}),

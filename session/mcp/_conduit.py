@@ -15,7 +15,6 @@ otherwise on a loopback host.
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
@@ -28,6 +27,7 @@ from mcp.shared.exceptions import MCPError
 
 from loop import LoopError, Role, State, ToolFinished, TurnCompleted, UsageError, tracing
 from provider import is_loopback
+from session._bearer import BearerAuth
 from session._serving import listen, serve_asgi
 from session._manager import Manager
 from session._session import Session
@@ -111,7 +111,7 @@ class MCPConduit:
     async def _serve_http(self, server: Server, task_status: anyio.abc.TaskStatus[str]) -> None:
         app: Any = server.streamable_http_app(streamable_http_path=self.path, host=self.host)
         if self.token is not None:
-            app = _RequireToken(app, token=self.token)
+            app = BearerAuth(app, tokens=[self.token], realm="mcp")
         with listen(self.host, self.port) as sock:
             # The MCP sessions end first on shutdown, so their open streams do not hold uvicorn up.
             await serve_asgi(app, sock, host=self.host, path=self.path, shutdown_timeout=self.shutdown_timeout,
@@ -198,24 +198,3 @@ async def _progress(events: Any, report: Report) -> None:
 
 def _failure(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
-
-
-_UNAUTHORIZED = b'{"error": {"type": "unauthorized", "message": "a valid bearer token is needed"}}'
-
-
-class _RequireToken:
-    """ASGI middleware: 401 unless the request carries ``Authorization: Bearer <token>``."""
-
-    def __init__(self, app: Any, *, token: str) -> None:
-        self.app = app
-        self._expected = f"Bearer {token}".encode()
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            given = next((v for k, v in scope.get("headers", ()) if k.lower() == b"authorization"), b"")
-            if not hmac.compare_digest(given, self._expected):
-                await send({"type": "http.response.start", "status": 401, "headers": [
-                    (b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="mcp"')]})
-                await send({"type": "http.response.body", "body": _UNAUTHORIZED})
-                return
-        await self.app(scope, receive, send)

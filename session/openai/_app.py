@@ -57,8 +57,6 @@ interrupted if it is running (one still queued behind another client's message r
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import hmac
 import inspect
 import secrets
 import time
@@ -67,7 +65,6 @@ from typing import Any, Union
 
 import anyio
 from starlette.applications import Starlette
-from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -75,6 +72,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from loop import LoopError, UsageError, tracing
+from session._bearer import BearerAuth, Refusal
 from session._manager import Manager, SessionLimit
 from session._session import Session
 from session.openai._completion import SESSION_HEADER, Completion
@@ -131,7 +129,8 @@ def openai_app(manager: Manager, *, token: str | None = None, enter_manager: boo
             yield
 
     return Starlette(routes=openai_routes(manager, **settings), lifespan=lifespan,
-                     middleware=[Middleware(_BearerAuth, token=token)] if token is not None else [],
+                     middleware=[Middleware(BearerAuth, tokens=[token], realm=None, error_body=_unauthorized)]
+                     if token is not None else [],
                      exception_handlers={HTTPException: _http_error})
 
 
@@ -250,27 +249,12 @@ class _Endpoint:
                 _log.warning("could not delete a per-request conversation", session=session_id, error=repr(exc))
 
 
-class _BearerAuth:
-    """Requires ``Authorization: Bearer <token>``; answers 401 in OpenAI's error format otherwise."""
-
-    def __init__(self, app: Any, *, token: str) -> None:
-        self.app = app
-        self._digest = hashlib.sha256(token.encode()).digest()
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            scheme, _, credentials = Headers(scope=scope).get("authorization", "").partition(" ")
-            refusal = None
-            if scheme.lower() != "bearer" or not credentials.strip():
-                refusal = OpenAIError(401, "You didn't provide an API key. Send it in an 'Authorization: Bearer "
-                                           "<token>' header.", code="missing_api_key")
-            elif not hmac.compare_digest(hashlib.sha256(credentials.strip().encode()).digest(), self._digest):
-                refusal = OpenAIError(401, "Incorrect API key provided.", code="invalid_api_key")
-            if refusal is not None:
-                refusal.headers["www-authenticate"] = "Bearer"
-                await refusal.response()(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+def _unauthorized(refusal: Refusal) -> dict[str, Any]:
+    """A refused request's body in OpenAI's error format, with the codes OpenAI's own API uses."""
+    if refusal == "missing":
+        return OpenAIError(401, "You didn't provide an API key. Send it in an 'Authorization: Bearer <token>' "
+                                "header.", code="missing_api_key").body()
+    return OpenAIError(401, "Incorrect API key provided.", code="invalid_api_key").body()
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

@@ -14,7 +14,7 @@ import anyio.lowlevel
 from starlette.responses import JSONResponse, Response
 
 from loop import (LoopError, Reasoning, ReasoningDelta, Role, State, Subscription, TextDelta, ToolCall, ToolFinished,
-                  ToolResult, ToolStarted, Turn, TurnCompleted, TurnStarted, Usage, tracing)
+                  ToolResult, ToolStarted, Turn, TurnCompleted, TurnKind, TurnStarted, Usage, tracing)
 from loop.errors import ProviderError
 from session._events import MessageFailed, MessageFinished, MessageQueued, MessageStarted
 from session._session import Session, SessionBusy, SessionClosed
@@ -249,7 +249,7 @@ class _Deltas:
             return [self.line(_call_line(event.call))]
         elif isinstance(event, ToolFinished):
             return [self.line(_result_line(event.result))]
-        elif isinstance(event, TurnCompleted) and _is_report(event.turn):
+        elif isinstance(event, TurnCompleted) and event.turn.kind is TurnKind.VERIFICATION:
             return [self.line(_report_line(event.turn))]
         return []
 
@@ -281,10 +281,6 @@ def _result_line(result: ToolResult) -> str:
     return f"← {result.name}: {result.content}"
 
 
-def _is_report(turn: Turn) -> bool:
-    return turn.role is Role.SYSTEM and turn.meta.get("kind") == "verification"
-
-
 def _report_line(turn: Turn) -> str:
     attempt = turn.meta.get("attempt")
     return f"verification report{f' (attempt {attempt})' if attempt else ''}:\n{turn.text.rstrip()}"
@@ -310,7 +306,7 @@ def _trace(turns: list[Turn], state: State) -> list[str]:
             lines += [_call_line(c) for c in turn.tool_calls]
         elif turn.role is Role.TOOL:
             lines += [_result_line(r) for r in turn.tool_results]
-        elif _is_report(turn):
+        elif turn.kind is TurnKind.VERIFICATION:
             lines.append(_report_line(turn))
     if _not_ok(state):
         lines.append(_degraded_line(state))

@@ -1,11 +1,12 @@
 """The conversation vocabulary: roles, parts and ``Turn``."""
 
 import enum
+import json
 
 import attrs
 import pytest
 
-from loop import Reasoning, Role, Text, ToolCall, ToolResult, Turn, Usage, UsageError
+from loop import Reasoning, Role, Text, ToolCall, ToolResult, Turn, TurnKind, Usage, UsageError
 
 ALL_PARTS = (
     Text("hi"),
@@ -166,3 +167,26 @@ def test_the_name_round_trips_and_is_written_only_when_set() -> None:
 def test_from_dict_type_checks_the_name(bad: object) -> None:
     with pytest.raises(UsageError, match=r"turn 4: 'name' must be a non-empty string"):
         Turn.from_dict({"role": "user", "parts": [], "name": bad}, where="turn 4")
+
+
+def test_a_turns_kind_is_read_from_its_meta_as_a_turn_kind() -> None:
+    report = Turn(Role.SYSTEM, (Text("# Verification"),), {"kind": TurnKind.VERIFICATION, "attempt": 1})
+    assert report.kind is TurnKind.VERIFICATION
+    assert Turn(Role.USER, (Text("hi"),)).kind is None
+    for own in ("my_note", 3, ["verification"]):
+        assert Turn(Role.SYSTEM, (), {"kind": own}).kind is None  # a kind of the writer's own
+
+
+def test_a_kind_is_stored_as_its_plain_string_and_old_stored_turns_are_recognised() -> None:
+    report = Turn(Role.SYSTEM, (Text("# Verification"),), {"kind": TurnKind.VERIFICATION})
+    stored = json.loads(json.dumps(report.to_dict()))
+    assert stored["meta"] == {"kind": "verification"}
+    assert Turn.from_dict(stored).kind is TurnKind.VERIFICATION
+    old = {"role": "system", "parts": [{"type": "text", "text": "r"}], "meta": {"kind": "verification"}}
+    assert Turn.from_dict(old).kind is TurnKind.VERIFICATION
+
+
+def test_every_kind_the_project_writes_is_a_turn_kind() -> None:
+    assert issubclass(TurnKind, enum.StrEnum)
+    assert {k.value for k in TurnKind} == {"verification", "output_format", "budget", "code_action",
+                                          "code_action_answer", "code_action_error", "failure"}

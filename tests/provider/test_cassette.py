@@ -504,14 +504,14 @@ GOOD = json.dumps({"request": {"turns": [], "tools": [], "options": {}}, "deltas
         ('{"request": {}, "deltas": {"type": "text"}}', "'deltas' must be a list"),
         ('{"request": {}, "deltas": [{"type": "video", "url": "x"}]}', "unknown delta type 'video'"),
         ('{"request": {}, "deltas": [{"text": "no type"}]}', "unknown delta type None"),
-        ('{"request": {}, "deltas": ["text"]}', "a delta must be an object"),
-        ('{"request": {}, "deltas": [{"type": "text"}]}', "bad text delta"),
-        ('{"request": {}, "deltas": [{"type": "text", "text": 5}]}', "text.text has the wrong type"),
+        ('{"request": {}, "deltas": ["text"]}', "expected an object, got str"),
+        ('{"request": {}, "deltas": [{"type": "text"}]}', "text delta is missing text"),
+        ('{"request": {}, "deltas": [{"type": "text", "text": 5}]}', "text.text must be str, got int"),
         ('{"request": {}, "deltas": [{"type": "text", "text": "a", "extra": 1}]}', "unknown fields ['extra']"),
         ('{"request": {}, "deltas": [{"type": "tool_call", "index": "0"}]}', "tool_call.index"),
-        ('{"request": {}, "deltas": [{"type": "usage"}]}', "missing 'usage'"),
-        ('{"request": {}, "deltas": [{"type": "usage", "usage": {"tokens": 3}}]}', "integer token counts"),
-        ('{"request": {}, "deltas": [{"type": "usage", "usage": {"input_tokens": "3"}}]}', "integer token counts"),
+        ('{"request": {}, "deltas": [{"type": "usage"}]}', "usage delta is missing usage"),
+        ('{"request": {}, "deltas": [{"type": "usage", "usage": {"tokens": 3}}]}', "usage part has unknown fields ['tokens']"),
+        ('{"request": {}, "deltas": [{"type": "usage", "usage": {"input_tokens": "3"}}]}', "usage.input_tokens must be int"),
         ('{"request": {}, "deltas": [], "error": "boom"}', "'error' must be an object"),
     ],
 )
@@ -596,9 +596,9 @@ async def test_a_cassette_written_before_choices_and_models_still_loads(tmp_path
 
 
 @pytest.mark.parametrize(("delta", "complaint"), [
-    ({"type": "text", "text": "a", "choice": "1"}, "text.choice has the wrong type"),
+    ({"type": "text", "text": "a", "choice": "1"}, "text.choice must be int, got str"),
     ({"type": "finish", "reason": "stop", "choice": -1}, "finish.choice must not be negative"),
-    ({"type": "usage", "usage": {}, "model": 5}, "usage.model has the wrong type"),
+    ({"type": "usage", "usage": {}, "model": 5}, r"usage.model must be str \| None, got int"),
 ])
 async def test_bad_choice_and_model_fields_are_named(tmp_path: Path, delta: dict[str, Any], complaint: str) -> None:
     path = tmp_path / "bad.jsonl"

@@ -14,7 +14,7 @@ import pytest
 import session
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVER_SIDE = ("session.http", "session.openai", "session._serving", "session.mcp._conduit")
+SERVER_SIDE = ("session.http", "session.openai", "session._serving", "session._bearer", "session.mcp._conduit")
 
 
 def loaded_after(code: str) -> list[str]:

@@ -3,10 +3,10 @@
 import io
 
 from cognitive import SingleShot, WithVerification, new_turn_processor
-from loop import TurnExecutor
+from loop import Role, Text, Turn, TurnCompleted, TurnExecutor, TurnKind
 from provider import Function, Scripted
 from session import Manager
-from session._stdio import StdioConduit
+from session._stdio import StdioConduit, _render
 from verifier import FunctionVerifier
 
 
@@ -43,3 +43,11 @@ async def test_a_failure_is_shown_and_the_chat_goes_on() -> None:
 async def test_blank_lines_are_ignored() -> None:
     out = await run_chat("\n   \nhi\n", new_turn_processor(lambda e: SingleShot(e)), Function(lambda r: "hello"))
     assert out.count("hello") == 1 and out.count("you> ") == 4
+
+
+def test_a_report_is_recognised_by_its_kind_whether_written_as_a_turn_kind_or_stored_as_a_string() -> None:
+    for kind in (TurnKind.VERIFICATION, "verification"):
+        shown = _render(TurnCompleted(Turn(Role.SYSTEM, [Text("## is-42: FAIL")], {"kind": kind})))
+        assert shown is not None and "[verification]" in shown and "## is-42: FAIL" in shown
+    for meta in ({}, {"kind": TurnKind.BUDGET}, {"kind": "my_own"}):
+        assert _render(TurnCompleted(Turn(Role.SYSTEM, [Text("a note")], meta))) is None

@@ -15,7 +15,7 @@ from cognitive import new_turn_processor, react_factory
 from loop import Provider, Request, Tool
 from session import Manager, Store, step_factory
 from session.http import HTTPConduit
-from session.http._guards import owner_of
+from session._bearer import owner_of
 from session.http._routes import session_key
 
 TOKEN = "token-alpha"

@@ -119,6 +119,8 @@ async def test_http_needs_the_bearer_token(served: tuple[Manager, str]) -> None:
         async with httpx2.AsyncClient(headers=headers) as http:
             response = await http.post(served[1], json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
             assert response.status_code == 401
+            assert response.headers["www-authenticate"] == 'Bearer realm="mcp"'
+            assert response.json()["error"]["type"] == "unauthorized"
 
 
 async def test_a_cancelled_call_interrupts_the_agent(served: tuple[Manager, str]) -> None:

@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from cognitive import ReAct, WithVerification, new_turn_processor, react_factory
-from loop import Request, Role, Text, TextDelta, ToolCall, ToolResult, Usage, fan_out, tool
+from loop import Request, Role, State, Text, TextDelta, ToolCall, ToolResult, Turn, TurnKind, Usage, fan_out, tool
 from loop.errors import ServerError
 from provider import Function, Scripted, tool_call
 from session import Manager, MemoryStore, step_factory
@@ -139,7 +139,7 @@ def says_42(state: Any) -> Any:
 
 def guesser(request: Request) -> str:
     last = request.turns[-1]
-    return "It is 42." if last.meta.get("kind") == "verification" else "It is 48."
+    return "It is 42." if last.kind is TurnKind.VERIFICATION else "It is 48."
 
 
 async def test_verification_reports_are_visible_and_the_final_answer_is_the_verified_one() -> None:
@@ -406,3 +406,13 @@ async def test_concurrent_requests_on_one_session_each_stream_their_own_answer()
     assert {text: content(chunks) for text, chunks in results.items()} == {
         "first question": "FIRST QUESTION", "second question": "SECOND QUESTION", "third question": "THIRD QUESTION"}
     assert stored is not None and len(stored) == 6
+
+
+def test_the_trace_shows_reports_by_their_kind_including_ones_stored_before_turn_kinds() -> None:
+    from session.openai._completion import _trace
+
+    turns = [Turn(Role.SYSTEM, [Text("# Verification: failed")], {"kind": "verification", "attempt": 2}),
+             Turn(Role.SYSTEM, [Text("a budget note")], {"kind": TurnKind.BUDGET}),
+             Turn(Role.SYSTEM, [Text("# Verification: failed again")], {"kind": TurnKind.VERIFICATION})]
+    assert _trace(turns, State()) == ["verification report (attempt 2):\n# Verification: failed",
+                                      "verification report:\n# Verification: failed again"]

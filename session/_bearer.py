@@ -1,0 +1,95 @@
+"""``BearerAuth``: the one bearer-token check in front of every HTTP server a conduit runs.
+
+The HTTP conduit, the OpenAI-compatible app and the MCP conduit over HTTP all use it; each answers a refused
+request in its own error format (``error_body``), and otherwise they behave the same: a 401 with a
+``WWW-Authenticate: Bearer`` challenge, a case-insensitive scheme, and tokens compared in constant time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal
+
+from loop import UsageError
+
+Refusal = Literal["missing", "invalid"]
+"""Why a request was refused: it sent no bearer token, or one that is not valid."""
+
+_MESSAGES: dict[Refusal, str] = {
+    "missing": "this route needs an 'Authorization: Bearer <token>' header",
+    "invalid": "the bearer token is not valid",
+}
+
+
+def unauthorized(refusal: Refusal) -> dict[str, Any]:
+    """The session API's error body for a refused request: ``{"error": {"type": "unauthorized", "message"}}``."""
+    return {"error": {"type": "unauthorized", "message": _MESSAGES[refusal]}}
+
+
+def owner_of(token: str) -> str:
+    """The name a token's sessions and logs go by: a short digest, so the token never reaches a log."""
+    return "tok_" + hashlib.sha256(token.encode()).hexdigest()[:16]
+
+
+class BearerAuth:
+    """Requires ``Authorization: Bearer <token>`` with one of ``tokens`` on every path but ``open_paths``.
+
+    A refused request gets 401, ``WWW-Authenticate: Bearer realm="<realm>"`` (plain ``Bearer`` with
+    ``realm=None``) and the JSON body ``error_body(refusal)``. A request let in has its owner
+    (``owner_of(token)``) in ``scope["state"]["owner"]``.
+    With ``tokens=None`` every request is let in as the owner ``"anonymous"`` (only for a server on a loopback
+    address; the conduits check that). Other ASGI scopes (lifespan) pass through.
+    """
+
+    def __init__(self, app: Callable[..., Any], *, tokens: Iterable[str] | None, open_paths: Iterable[str] = (),
+                 realm: str | None = "session",
+                 error_body: Callable[[Refusal], Mapping[str, Any]] = unauthorized) -> None:
+        if isinstance(tokens, str):
+            raise UsageError("tokens must be a list of tokens, not one string")
+        self.app = app
+        self._tokens = None if tokens is None else tuple(
+            (hashlib.sha256(t.encode()).digest(), owner_of(t)) for t in tokens)
+        self._open = frozenset(open_paths)
+        challenge = "Bearer" if realm is None else f'Bearer realm="{realm}"'
+        self._headers = [(b"content-type", b"application/json"), (b"www-authenticate", challenge.encode("latin-1"))]
+        self._error_body = error_body
+
+    def _owner(self, token: bytes) -> str | None:
+        # Every token's digest is compared in constant time, and all of them: how long a check takes depends on
+        # neither which token matched nor how much of a guess was right.
+        given = hashlib.sha256(token).digest()
+        found = None
+        for digest, owner in self._tokens or ():
+            if hmac.compare_digest(given, digest):
+                found = owner
+        return found
+
+    async def _refuse(self, send: Any, refusal: Refusal) -> None:
+        body = json.dumps(self._error_body(refusal)).encode()
+        await send({"type": "http.response.start", "status": 401,
+                    "headers": [*self._headers, (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] in self._open:
+            await self.app(scope, receive, send)
+            return
+        if self._tokens is None:
+            owner = "anonymous"
+        else:
+            header = next((v for k, v in scope.get("headers", ()) if k.lower() == b"authorization"), b"")
+            scheme, _, credentials = header.partition(b" ")
+            credentials = credentials.strip()
+            if scheme.lower() != b"bearer" or not credentials:
+                await self._refuse(send, "missing")
+                return
+            found = self._owner(credentials)
+            if found is None:
+                await self._refuse(send, "invalid")
+                return
+            owner = found
+        scope.setdefault("state", {})["owner"] = owner
+        await self.app(scope, receive, send)
