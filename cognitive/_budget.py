@@ -15,6 +15,7 @@ from loop import (
     State,
     Text,
     ToolResult,
+    TurnKind,
     UsageError,
     charging,
     current_scope,
@@ -107,9 +108,9 @@ class WithBudget:
             note = Text(NOTE.format(reason=spend.exhausted))
             submit = getattr(runner, "submit", None)
             if callable(submit):
-                base = await submit(base, Role.SYSTEM, note, meta={"kind": "budget"})
+                base = await submit(base, Role.SYSTEM, note, meta={"kind": TurnKind.BUDGET})
             else:
-                base = base.append(Role.SYSTEM, note, meta={"kind": "budget"})
+                base = base.append(Role.SYSTEM, note, meta={"kind": TurnKind.BUDGET})
             final = await runner.turn(base, _FINAL)
         self._report(spend)
         name = self.budget.name

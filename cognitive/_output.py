@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
 
-from loop import Options, OutputType, Role, State, Text, UsageError, scope, tracing
+from loop import Options, OutputType, Role, State, Text, TurnKind, UsageError, scope, tracing
 from loop.errors import VerificationFailed
 from verifier import SchemaVerifier, build_report
 
@@ -81,13 +81,13 @@ class WithOutput(Generic[T]):
                 return self._done(state)
             schema = json.dumps(self.output.schema, indent=2, ensure_ascii=False)
             state = await self.step.submit(state, Role.SYSTEM, Text(PROMPT.format(schema=schema)),
-                                           meta={"kind": "output_format"})
+                                           meta={"kind": TurnKind.OUTPUT_FORMAT})
             options = Options(tool_choice="none",
                               output_schema=self.output.schema if self.mode == "native" else None)
             for attempt in range(self.max_retries + 1):
                 if attempt:
                     state = await self.step.submit(state, Role.SYSTEM, Text(build_report([result])),
-                                                   meta={"kind": "verification", "attempt": attempt})
+                                                   meta={"kind": TurnKind.VERIFICATION, "attempt": attempt})
                 state = await self.step.turn(state, options)
                 result = await self._verifier.verify(state)
                 if result.ok:

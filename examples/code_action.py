@@ -21,7 +21,7 @@ import anyio
 
 import provider
 from cognitive import CodeAction
-from loop import Role, State, Step, Subscription, Text, TurnCompleted, tool
+from loop import Role, State, Step, Subscription, Text, TurnCompleted, TurnKind, tool
 from sandbox import DockerSandbox, Sandbox, SandboxError, UnsafeLocalSandbox
 
 QUESTION = "What would it cost to buy every apple and pear the shop has in stock?"
@@ -97,10 +97,10 @@ async def show(events: Subscription) -> None:
     async for event in events:
         if not isinstance(event, TurnCompleted):
             continue
-        kind = event.turn.meta.get("kind")
+        kind = event.turn.kind
         if event.turn.role is Role.ASSISTANT and kind is None:
             print(f"\n[model]\n{event.turn.text}")
-        elif kind == "code_action_error":
+        elif kind is TurnKind.CODE_ACTION_ERROR:
             print(f"\n[sandbox]\n{event.turn.text}")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from loop import Part, Role, State, Step, Text, ToolResult, on_progress
+from loop import Part, Role, State, Step, Text, ToolResult, TurnKind, on_progress
 
 if TYPE_CHECKING:
     from session._session import Session
@@ -92,5 +92,5 @@ def failed_conversation(stored: State, exc: Exception, message_id: str) -> State
                                             for c in pending))
         if last is None or last.role is not Role.ASSISTANT or pending:
             base = base.append(Role.ASSISTANT, Text(f"(no answer: the run failed with {reason})"),
-                               meta={"kind": "failure"})
+                               meta={"kind": TurnKind.FAILURE})
     return base.with_outcome("failed", reason, path="")
