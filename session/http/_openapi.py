@@ -53,8 +53,11 @@ OPENAPI: dict[str, Any] = {
                                   "content": {"application/json": {"schema": {"type": "object"}}}}},
         }},
         "/sessions": {"post": {
-            "operationId": "openSession", "summary": "Open a new session with an unguessable id.",
+            "operationId": "openSession",
+            "summary": "Open a new session with an unguessable id. The body is empty or an empty JSON object.",
             "responses": {"201": _ok("The session was opened.", "SessionCreated"),
+                          "400": _error("The body is not JSON; no session was opened."),
+                          "422": _error("The body is JSON but not an object; no session was opened."),
                           "401": _AUTH["401"], "429": _POST["429"], "413": _POST["413"],
                           "500": _error("The session store failed; nothing was written."),
                           "503": _error("The server holds as many open sessions as it allows.")},
