@@ -33,14 +33,14 @@ def check_start(state: object, who: str) -> None:
                          "start from State().append(Role.USER, Text(...))")
 
 
-Factory = Callable[[TurnExecutor], Pattern]
+PatternFactory = Callable[[TurnExecutor], Pattern]
 """Builds the pattern for a conversation from the executor that runs its turns."""
 
 TurnProcessor = Callable[[TurnExecutor, State], Awaitable[State]]
 """Handles one user message: given the executor and the state ending in that message, returns the new state."""
 
 
-def new_turn_processor(factory: Factory) -> TurnProcessor:
+def new_turn_processor(factory: PatternFactory) -> TurnProcessor:
     """A ``TurnProcessor`` that runs the pattern ``factory`` builds for each message."""
     if not callable(factory):
         raise UsageError(f"new_turn_processor needs a factory (executor -> Pattern), got {factory!r}")

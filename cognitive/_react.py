@@ -71,7 +71,7 @@ class SingleShot:
 
 
 def react_factory(step: TurnRunner, *, max_turns: int = 12) -> ReAct:
-    """The ``Factory`` for ReAct: ``new_turn_processor(react_factory)`` runs ReAct for every message.
+    """The ``PatternFactory`` for ReAct: ``new_turn_processor(react_factory)`` runs ReAct for every message.
 
     Bind settings with ``functools.partial(react_factory, max_turns=5)``.
     """

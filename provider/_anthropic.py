@@ -13,7 +13,7 @@ import httpx
 from loop import Delta, Reasoning, Request, Role, Text, ToolCall, ToolResult, Turn, UsageError, UseTool
 from loop.errors import StreamError
 from provider._anthropic_events import REDACTED, MessageEvents
-from provider._http import drain, plain, sse_stream, status_error, transport_error
+from provider._http import drain, json_data, sse_stream, status_error, transport_error
 
 ANTHROPIC_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -143,7 +143,7 @@ class Anthropic:
             body["thinking"] = {"type": "enabled", "budget_tokens": budget}
             body["max_tokens"] = max(max_tokens, budget + 1)
         if opts.extra:
-            body.update(plain(opts.extra))
+            body.update(json_data(opts.extra))
         return body
 
     def stream(self, request: Request) -> AsyncIterator[Delta]:

@@ -32,7 +32,7 @@ from loop.errors import (
     ServerError,
     StreamError,
 )
-from provider._http import plain
+from provider._http import json_data
 
 _ERRORS: dict[str, type[ProviderError]] = {cls.__name__: cls for cls in (
     ProviderError, AuthenticationError, BadRequestError, RateLimitError, ServerError, OverloadedError,
@@ -49,7 +49,7 @@ def _turn_to_dict(turn: Any) -> dict[str, Any]:
     # anything JSON cannot hold.
     data = turn.to_dict()
     data.pop("meta", None)
-    return plain(data)
+    return json_data(data)
 
 
 def request_to_dict(request: Request) -> dict[str, Any]:
@@ -60,9 +60,9 @@ def request_to_dict(request: Request) -> dict[str, Any]:
         options["tool_choice"] = {"tool": choice.name}
     return {
         "turns": [_turn_to_dict(t) for t in request.turns],
-        "tools": [{"name": t.name, "description": t.description, "parameters": plain(t.parameters)}
+        "tools": [{"name": t.name, "description": t.description, "parameters": json_data(t.parameters)}
                   for t in request.tools],
-        "options": {k: plain(v) for k, v in options.items() if v is not None},
+        "options": {k: json_data(v) for k, v in options.items() if v is not None},
     }
 
 

@@ -31,12 +31,12 @@ BODY_EXCERPT = 2000
 DRAIN_SECONDS = 0.25
 
 
-def plain(value: Any) -> Any:
+def json_data(value: Any) -> Any:
     """``value`` with every mapping a dict and every sequence a list, as JSON reads back (schemas may be frozen)."""
     if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
+        return {str(k): json_data(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
+        return [json_data(v) for v in value]
     return value
 
 

@@ -25,7 +25,7 @@ from loop.errors import StreamError
 from provider._openai_chunks import Chunks, not_a_stream
 from provider._openai_messages import messages
 from provider._strict import strict_compatible
-from provider._http import drain, plain, sse_stream, status_error, transport_error
+from provider._http import drain, json_data, sse_stream, status_error, transport_error
 
 OPENAI_URL = "https://api.openai.com/v1"
 DEFAULT_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
@@ -136,10 +136,10 @@ class OpenAICompatible:
             "stream_options": {"include_usage": True},
         }
         tools = [{"type": "function",
-                  "function": {"name": t.name, "description": t.description, "parameters": plain(t.parameters)}}
+                  "function": {"name": t.name, "description": t.description, "parameters": json_data(t.parameters)}}
                  for t in request.tools]
         choice = opts.tool_choice
-        schema = plain(opts.output_schema) if opts.output_schema is not None else None
+        schema = json_data(opts.output_schema) if opts.output_schema is not None else None
         strict = self._strict and strict_compatible(schema)
         if schema is not None and self._structured == "tool":
             if any(t.name == OUTPUT_TOOL for t in request.tools):
@@ -174,7 +174,7 @@ class OpenAICompatible:
         if opts.reasoning_effort is not None:
             body["reasoning_effort"] = opts.reasoning_effort
         if opts.extra:
-            body.update(plain(opts.extra))
+            body.update(json_data(opts.extra))
         return body
 
     def _max_tokens_key(self, model: str) -> str:

@@ -39,8 +39,8 @@ PUBLIC = {
         "build_report", "check_verifiers", "failed", "passed", "run_all",
     ],
     "cognitive": [
-        "CodeAction", "Factory", "Pattern", "ReAct", "SingleShot", "TurnProcessor", "WithBudget", "WithOutput",
-        "WithVerification", "answer_value", "new_turn_processor", "react_factory",
+        "CodeAction", "Pattern", "PatternFactory", "ReAct", "SingleShot", "TurnProcessor", "WithBudget",
+        "WithOutput", "WithVerification", "answer_value", "new_turn_processor", "react_factory",
     ],
     "session": [
         "Conduit", "EventLog", "EventReader", "EventsLost", "HTTPConduit", "Interrupted", "LoggedEvent",

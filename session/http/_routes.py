@@ -69,7 +69,7 @@ def session_key(owner: str, session_id: str) -> str:
 
 
 @attrs.define(eq=False)
-class _Owned:
+class _OpenSession:
     """A session in use through this app: the manager's id for it (``key``), the id its client uses, and its
     event log."""
 
@@ -87,7 +87,7 @@ class SessionRoutes:
         self.group = group
         self.keepalive = keepalive
         self.log_size = log_size
-        self.sessions: dict[str, _Owned] = {}  # by key
+        self.sessions: dict[str, _OpenSession] = {}  # by key
 
     @staticmethod
     def key(request: Request, session_id: str) -> str:
@@ -121,7 +121,7 @@ class SessionRoutes:
 
     # -- helpers ------------------------------------------------------------------------------------------
 
-    async def _owned(self, request: Request) -> _Owned:
+    async def _owned(self, request: Request) -> _OpenSession:
         """The session the path names, for the request's token: in use here, open in the manager (opened
         through the OpenAI-compatible API), or stored (closed, or from before a restart); else 404."""
         session_id = request.path_params["id"]
@@ -143,7 +143,7 @@ class SessionRoutes:
             owned = self._track(key, session_id, events)
         return owned
 
-    def _track(self, key: str, session_id: str, events: EventBus) -> _Owned:
+    def _track(self, key: str, session_id: str, events: EventBus) -> _OpenSession:
         """Start keeping the session's event log. Logs of sessions no longer open are dropped once this app
         holds twice as many as the manager may have open (a client coming back to one gets a new log,
         numbered on from the old: see ``time_ids``), so a long-running server does not grow without end."""
@@ -152,11 +152,11 @@ class SessionRoutes:
                 del self.sessions[stale.key]
                 stale.log.close()
         log = EventLog(events, size=self.log_size, first_id=time_ids())
-        owned = self.sessions[key] = _Owned(key, session_id, log)
+        owned = self.sessions[key] = _OpenSession(key, session_id, log)
         self.group.start_soon(log.run)
         return owned
 
-    def _open(self, owned: _Owned) -> Session | None:
+    def _open(self, owned: _OpenSession) -> Session | None:
         """The session if it is open, with its log following its events (it may have been reopened)."""
         session = self.manager.get(owned.key)
         if session is None or session.closed:
@@ -164,7 +164,7 @@ class SessionRoutes:
         self._follow(owned, session)
         return session
 
-    async def _live(self, owned: _Owned) -> Session:
+    async def _live(self, owned: _OpenSession) -> Session:
         """The session, reopened from the store if the manager closed it (e.g. when it was idle)."""
         session = self._open(owned)
         if session is None:
@@ -172,7 +172,7 @@ class SessionRoutes:
             self._follow(owned, session)
         return session
 
-    def _follow(self, owned: _Owned, session: Session) -> None:
+    def _follow(self, owned: _OpenSession, session: Session) -> None:
         """Make the session's log record ``session``'s events; a log let go meanwhile (deleted, or pruned by
         ``_track`` while this request waited) is replaced by the current one, or a new one."""
         if owned.log.closed:

@@ -54,7 +54,7 @@ def _first(exc: BaseException) -> BaseException:
 
 
 @attrs.define(eq=False)
-class _Live:
+class _ConnectionRun:
     """One run of a connection. ``stop`` asks it to end (or says the server hung up); ``ended`` says it has.
 
     A stdio server's stderr goes to ``errlog``, a temporary file, so that an error can quote its end; an HTTP
@@ -98,7 +98,7 @@ class Connection:
         self.label = server.label
         self._group = group
         self._connect_timeout = connect_timeout
-        self._live: _Live | None = None
+        self._live: _ConnectionRun | None = None
         self._lock = anyio.Lock()
         self._closed = False
 
@@ -147,7 +147,7 @@ class Connection:
             raise MCPToolError(text or "the tool failed without saying why")
         return text
 
-    async def _open(self) -> _Live:
+    async def _open(self) -> _ConnectionRun:
         """The live connection, started (again) if there is none."""
         live = self._live
         if live is not None and not live.gone and not self._closed:
@@ -163,7 +163,7 @@ class Connection:
                     await live.ended.wait()
                 _log.info("restarting an MCP server that went away", server=self.label,
                           stderr="\n".join(live.stderr_tail()[-5:]))
-            live = _Live()
+            live = _ConnectionRun()
             try:
                 with anyio.fail_after(self._connect_timeout):
                     await self._group.start(self._run, live)
@@ -172,7 +172,7 @@ class Connection:
             self._live = live  # only now: a call must never see a connection still starting
             return live
 
-    def _failed_to_open(self, live: _Live, exc: Exception) -> str:
+    def _failed_to_open(self, live: _ConnectionRun, exc: Exception) -> str:
         """Why the server could not be started or reached: its last words on stderr (with the lines before
         them), a refused token, or the error the client saw."""
         if isinstance(self.server, MCPHTTPServer):
@@ -189,7 +189,7 @@ class Connection:
         where = repr(self.label) if where in self.label else f"{self.label!r} ({where})"
         return f"could not {what} MCP server {where}: {why}"
 
-    async def _run(self, live: _Live, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+    async def _run(self, live: _ConnectionRun, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         started = False
         if isinstance(self.server, MCPStdioServer):
             live.errlog = tempfile.TemporaryFile(prefix="mcp-stderr-")
@@ -210,7 +210,7 @@ class Connection:
             live.ended.set()
 
     @asynccontextmanager
-    async def _transport(self, live: _Live) -> AsyncIterator[Any]:
+    async def _transport(self, live: _ConnectionRun) -> AsyncIterator[Any]:
         server = self.server
         if isinstance(server, MCPStdioServer):
             params = StdioServerParameters(command=server.command, args=list(server.args),
