@@ -71,3 +71,22 @@ def test_the_fan_out_example_answers_per_branch(capsys: pytest.CaptureFixture[st
 def test_the_typed_answer_example_prints_the_value(capsys: pytest.CaptureFixture[str]) -> None:
     (line,) = _run_block("answer_value(state, City)", capsys)
     assert line == "City(name='Paris', population=2100000)"
+
+
+def test_the_extending_provider_example_answers_with_the_tool_and_passes_its_check(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The README's own provider, run as written, then through the provider conformance check it names."""
+    import anyio
+
+    from provider.testing import check_provider
+
+    block = next(b for b in BLOCKS if "class Adder" in b)
+    namespace: dict = {}
+    exec(compile(block, "README block with 'class Adder'", "exec"), namespace)
+    assert capsys.readouterr().out.strip() == "The sum is 5."
+    state = namespace["state"]
+    assert [c.name for t in state for c in t.tool_calls] == ["add"] and state.usage.output_tokens > 0
+    provider_lines = block[block.index("class Adder"):block.index("@tool")].strip().splitlines()
+    assert len(provider_lines) <= 20, "the provider example stays about twenty lines"
+    anyio.run(check_provider, namespace["Adder"])
