@@ -16,7 +16,7 @@ from loop._budget import _TURNS, Spend, charge_usage, exhausted_error, reserve
 from loop._fanout import fan_out
 from loop._events import EventBus, TurnCompleted, TurnFailed, TurnStarted
 from loop._outcome import PENDING
-from loop._parts import Part, Role, ToolResult, Usage
+from loop._parts import Part, Role, ToolCall, ToolResult, Usage
 from loop._pipeline import CANCELLED, ToolPipeline, error_result
 from loop._progress import ProgressCallback, begin_turn, end_turn
 from loop._protocols import Options, Provider, Request
@@ -163,35 +163,42 @@ class Step:
                 if usage is not None:
                     passed = charge_usage(budgets, usage, turn.meta.get("model") or self._model(opts), scope.path)
             calls = turn.tool_calls
-            if budgets and (not calls or opts.run_tools is False):
-                self._follow(scope, state)  # (a turn that runs tools is followed once they are answered)
-            if calls and opts.run_tools is False:
+            if not calls or opts.run_tools is False:
+                if budgets:
+                    self._follow(scope, state)
+                if not calls:
+                    return state
                 # The calls stay open for someone else to decide on (an approval, a planner).
                 return state.with_outcome(PENDING, f"{len(calls)} tool call{'s' if len(calls) > 1 else ''} "
                                                    "left pending: the turn was asked not to run tools")
-            if calls:
-                if passed is not None:
-                    # A token or cost limit was passed by this response: its calls are answered, not run.
-                    results = tuple(error_result(c, f"not run: {exhausted_error(passed, None)}") for c in calls)
-                else:
-                    if progress is not None:
-                        if budgets:
-                            self._follow(scope, state)  # the report may be where the run is stopped
-                        await progress(state)
-                    results = await self._pipeline.run(
-                        calls, disabled=opts.tool_choice == "none",
-                        on_cancel=functools.partial(self._cancelled, state, progress, scope))
-                tool_turn = Turn(Role.TOOL, results)
-                state = state.append_turn(tool_turn)
-                if bus.has_subscribers:
-                    bus.publish(TurnCompleted(tool_turn))
-                if budgets:
-                    self._follow(scope, state)
-            # A budget this turn ran out of stops the run at its next model call, which it refuses: a turn that
-            # wrote a final answer is kept, and one whose calls were refused shows the model why.
-            return state
+            return await self._answer_calls(state, calls, opts, scope, progress, passed)
         finally:
             end_turn(hidden)
+
+    async def _answer_calls(self, state: State, calls: tuple[ToolCall, ...], opts: Options, scope: RunScope,
+                            progress: ProgressCallback | None, passed: Spend | None) -> State:
+        """``state`` (ending in the model's turn) with one ``TOOL`` turn answering every call in it."""
+        budgets = scope.budgets
+        if passed is not None:
+            # A token or cost limit was passed by this response: its calls are answered, not run. (A budget this
+            # turn ran out of stops the run at its next model call, which it refuses.)
+            results = tuple(error_result(c, f"not run: {exhausted_error(passed, None)}") for c in calls)
+        else:
+            if progress is not None:
+                if budgets:
+                    self._follow(scope, state)  # the report may be where the run is stopped
+                await progress(state)
+            results = await self._pipeline.run(
+                calls, disabled=opts.tool_choice == "none",
+                on_cancel=functools.partial(self._cancelled, state, progress, scope))
+        tool_turn = Turn(Role.TOOL, results)
+        state = state.append_turn(tool_turn)
+        bus = self.events
+        if bus.has_subscribers:
+            bus.publish(TurnCompleted(tool_turn))
+        if budgets:
+            self._follow(scope, state)
+        return state
 
     async def sample(self, state: State, n: int, options: Options | None = None) -> tuple[State, ...]:
         """``n`` answers to ``state``, one state per answer: the branches a sampling pattern votes over.
