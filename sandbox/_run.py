@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Protocol
 
 import anyio
+import anyio.abc
 import attrs
 
 from loop import LoopError
-from sandbox._bridge import BridgeRun, ToolBridge
+from sandbox._bridge import Admitted, BridgeRun, ToolBridge
 from sandbox._protocol import ExecResult
 
 SUPERVISOR = (Path(__file__).with_name("_supervisor.py")).read_text(encoding="utf-8")
@@ -145,72 +146,96 @@ class Outcome:
 async def run_job(channel: Channel, job: Job) -> Outcome:
     """Send ``job`` and follow the run to its end or its timeout. Does not kill anything itself."""
     started = time.perf_counter()
-    out, err = Capped(job.max_output), Capped(job.max_output)
-    run: BridgeRun | None = job.bridge.start() if job.bridge is not None else None
-    report: dict[str, object] | None = None
-    violation = None
-    send_lock = anyio.Lock()
-
-    async def answer(line: bytes) -> None:
-        async with send_lock:  # answers from concurrent calls must not interleave
-            await channel.send(line)
-
-    async def execute(call: object) -> None:
-        await answer(await run.execute(call))  # type: ignore[union-attr, arg-type]
-
+    run = _Follower(channel, job)
     with anyio.move_on_after(job.timeout) as scope:
         await channel.send(job.line())
+        await run.follow()
+    exited = run.report is not None
+    result = _result(job, run, timed_out=scope.cancelled_caught and not exited,
+                     duration=time.perf_counter() - started)
+    return Outcome(result, finished=exited and run.violation is None, violation=run.violation)
+
+
+class _Follower:
+    """Reads one run's frames: output into capped buffers, tool calls to the bridge (answered concurrently,
+    one answer line at a time), until the exit report or a broken frame."""
+
+    def __init__(self, channel: Channel, job: Job) -> None:
+        self.channel = channel
+        self.job = job
+        self.out, self.err = Capped(job.max_output), Capped(job.max_output)
+        self.bridge: BridgeRun | None = job.bridge.start() if job.bridge is not None else None
+        self.report: dict[str, object] | None = None
+        self.violation: str | None = None
+        self._send_lock = anyio.Lock()
+
+    async def follow(self) -> None:
         async with anyio.create_task_group() as group:
-            reader = FrameReader(channel)
+            reader = FrameReader(self.channel)
             try:
                 while (frame := await reader.next()) is not None:
-                    kind, payload = frame
-                    if kind == b"O":
-                        out.add(payload)
-                    elif kind == b"E":
-                        err.add(payload)
-                    elif kind == b"C" and run is not None:
-                        admitted = run.admit(payload)
-                        if run.flooding:
-                            raise ProtocolViolation(f"{run.calls:,} tool calls, far past the cap of "
-                                                    f"{job.bridge.max_tool_calls}")  # type: ignore[union-attr]
-                        if isinstance(admitted, bytes):
-                            await answer(admitted)
-                        else:
-                            group.start_soon(execute, admitted)
-                    elif kind == b"X":
-                        report = _report(payload)
+                    if await self._take(*frame, group):
                         break
             except ProtocolViolation as exc:
-                violation = str(exc)
+                self.violation = str(exc)
             group.cancel_scope.cancel()  # calls still running belong to a program that has ended
-    exited = report is not None
-    timed_out = scope.cancelled_caught and not exited
+
+    async def _take(self, kind: bytes, payload: bytes, group: anyio.abc.TaskGroup) -> bool:
+        """Handle one frame; whether it was the last (the exit report)."""
+        if kind == b"O":
+            self.out.add(payload)
+        elif kind == b"E":
+            self.err.add(payload)
+        elif kind == b"C" and self.bridge is not None:
+            admitted = self.bridge.admit(payload)
+            if self.bridge.flooding:
+                raise ProtocolViolation(f"{self.bridge.calls:,} tool calls, far past the cap of "
+                                        f"{self.job.bridge.max_tool_calls}")  # type: ignore[union-attr]
+            if isinstance(admitted, bytes):
+                await self._answer(admitted)
+            else:
+                group.start_soon(self._execute, admitted)
+        elif kind == b"X":
+            self.report = _report(payload)
+            return True
+        return False
+
+    async def _answer(self, line: bytes) -> None:
+        async with self._send_lock:  # answers from concurrent calls must not interleave
+            await self.channel.send(line)
+
+    async def _execute(self, call: Admitted) -> None:
+        assert self.bridge is not None  # calls are admitted only with a bridge
+        await self._answer(await self.bridge.execute(call))
+
+
+def _result(job: Job, run: _Follower, *, timed_out: bool, duration: float) -> ExecResult:
+    """The run as an ``ExecResult``: its exit report (or what a missing one means) and notes on stderr."""
+    report = run.report
     if report is None:
         report = {"exit_code": 137 if timed_out else 1, "error": None, "oom_kills": 0}
-    stderr = err.text("stderr")
+    stderr = run.err.text("stderr")
     error = report.get("error")
     if isinstance(error, str):
         stderr += ("" if not stderr or stderr.endswith("\n") else "\n") + f"sandbox: {error}\n"
     if timed_out:
         stderr += f"\n[sandbox: killed: the program ran past its {job.timeout:g} s timeout]\n"
-    if violation:
-        stderr += f"\n[sandbox: the run was stopped: its output broke the sandbox protocol ({violation})]\n"
+    if run.violation:
+        stderr += f"\n[sandbox: the run was stopped: its output broke the sandbox protocol ({run.violation})]\n"
     oom = int(report.get("oom_kills") or 0) > 0  # type: ignore[call-overload]
     if oom:
         stderr += "\n[sandbox: killed: the run reached its memory limit and the out-of-memory killer ended it]\n"
-    result = ExecResult(
+    return ExecResult(
         exit_code=int(report["exit_code"]),  # type: ignore[call-overload]
-        stdout=out.text("stdout"),
+        stdout=run.out.text("stdout"),
         stderr=stderr,
         timed_out=timed_out,
         oom_killed=oom,
-        truncated=out.truncated or err.truncated,
+        truncated=run.out.truncated or run.err.truncated,
         error=error if isinstance(error, str) else None,
-        tool_calls=run.calls if run is not None else 0,
-        duration=time.perf_counter() - started,
+        tool_calls=run.bridge.calls if run.bridge is not None else 0,
+        duration=duration,
     )
-    return Outcome(result, finished=exited and violation is None, violation=violation)
 
 
 def _report(payload: bytes) -> dict[str, object]:
