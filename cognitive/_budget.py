@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import anyio
 
+from cognitive._pattern import Pattern
 from loop import (
     Budget,
     BudgetReport,
@@ -16,6 +15,7 @@ from loop import (
     Text,
     ToolResult,
     TurnKind,
+    TurnRunner,
     UsageError,
     charging,
     current_scope,
@@ -46,7 +46,8 @@ class WithBudget:
 
     __slots__ = ("inner", "budget", "step", "raise_on_exhausted")
 
-    def __init__(self, inner: Any, budget: Budget, *, step: Any = None, raise_on_exhausted: bool = False) -> None:
+    def __init__(self, inner: Pattern, budget: Budget, *, step: TurnRunner | None = None,
+                 raise_on_exhausted: bool = False) -> None:
         if not callable(getattr(inner, "run", None)):
             raise UsageError(f"WithBudget wraps a Pattern (something with run(state)), got {inner!r}")
         if not isinstance(budget, Budget):
@@ -111,7 +112,7 @@ class WithBudget:
                 base = await submit(base, Role.SYSTEM, note, meta={"kind": TurnKind.BUDGET})
             else:
                 base = base.append(Role.SYSTEM, note, meta={"kind": TurnKind.BUDGET})
-            final = await runner.turn(base, _FINAL)
+            final: State = await runner.turn(base, _FINAL)
         self._report(spend)
         name = self.budget.name
         return final.with_outcome("degraded", f"budget {name!r} ran out ({spend.exhausted}); the answer was "

@@ -6,7 +6,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
 
-from loop import Options, OutputType, Role, State, Text, TurnKind, UsageError, scope, tracing
+from cognitive._pattern import Pattern
+from loop import Options, OutputType, Role, State, Text, TurnExecutor, TurnKind, UsageError, scope, tracing
 from loop.errors import VerificationFailed
 from verifier import SchemaVerifier, build_report
 
@@ -42,8 +43,8 @@ class WithOutput(Generic[T]):
 
     def __init__(
         self,
-        inner: Any,
-        step: Any,
+        inner: Pattern,
+        step: TurnExecutor,
         output_type: Any,
         *,
         mode: str = "native",

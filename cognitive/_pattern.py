@@ -48,9 +48,8 @@ def new_turn_processor(factory: PatternFactory) -> TurnProcessor:
     def process(executor: TurnExecutor, state: State) -> Awaitable[State]:
         # A plain function returning the run itself: one coroutine less per message than awaiting it here.
         pattern = factory(executor)
-        run = getattr(pattern, "run", None)
-        if not callable(run):
+        if not callable(getattr(pattern, "run", None)):
             raise UsageError(f"the factory returned {pattern!r}, which is not a Pattern (no run(state) method)")
-        return run(state)  # type: ignore[no-any-return]
+        return pattern.run(state)
 
     return process

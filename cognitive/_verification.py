@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from cognitive._pattern import check_start
+from cognitive._pattern import Pattern, check_start
 from loop import Role, State, Text, TurnKind, TurnSubmitter, UsageError, scope, tracing
 from loop.errors import VerificationError, VerificationFailed
 from verifier import Result, Status, Verifier, build_report, check_verifiers, run_all
@@ -26,7 +26,7 @@ class WithVerification:
 
     def __init__(
         self,
-        inner: object,
+        inner: Pattern,
         submitter: TurnSubmitter,
         *,
         verifiers: Verifier | Iterable[Verifier] = (),
@@ -51,7 +51,7 @@ class WithVerification:
         with scope("WithVerification"), tracing.span(
                 "invoke_agent WithVerification",
                 {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "WithVerification"}) as span:
-            state = await self.inner.run(state)  # type: ignore[attr-defined]
+            state = await self.inner.run(state)
             attempt = 0
             while True:
                 results = await run_all(self.verifiers, state, timeout=self.verifier_timeout)
@@ -74,7 +74,7 @@ class WithVerification:
                     state, Role.SYSTEM, Text(build_report(results)),
                     meta={"kind": TurnKind.VERIFICATION, "attempt": attempt},
                 )
-                state = await self.inner.run(state)  # type: ignore[attr-defined]
+                state = await self.inner.run(state)
 
     def __repr__(self) -> str:
         return (f"WithVerification({self.inner!r}, verifiers={[v.name for v in self.verifiers]}, "

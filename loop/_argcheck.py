@@ -33,10 +33,13 @@ def _value_check(schema: Any) -> Check | None:
         return None
     keys = set(schema) - _NOTES
     if keys == {"anyOf"} and isinstance(schema["anyOf"], list):
-        options = [_value_check(s) for s in schema["anyOf"]]
-        if any(o is None for o in options):
-            return None
-        return lambda v: any(o(v) for o in options)  # type: ignore[misc]
+        options: list[Check] = []
+        for option in schema["anyOf"]:
+            check = _value_check(option)
+            if check is None:
+                return None
+            options.append(check)
+        return lambda v: any(o(v) for o in options)
     enum = schema.get("enum")
     if enum is not None:
         if not isinstance(enum, list) or keys - {"enum", "type"}:
@@ -50,7 +53,7 @@ def _value_check(schema: Any) -> Check | None:
             return None
         if schema.get("uniqueItems") is True:
             return lambda v: type(v) is list and all(items(x) for x in v) and _distinct(v)
-        return lambda v: type(v) is list and all(items(x) for x in v)  # type: ignore[misc]
+        return lambda v: type(v) is list and all(items(x) for x in v)
     if isinstance(kind, str) and kind in _TYPES and keys == {"type"}:
         return _TYPES[kind]
     if not keys:
@@ -76,10 +79,10 @@ def _object_check(schema: Mapping[str, Any]) -> Check | None:
         return None
     checks = {}
     for name, sub in schema.get("properties", {}).items():
-        check = _value_check(sub)
-        if check is None:
+        sub_check = _value_check(sub)
+        if sub_check is None:
             return None
-        checks[name] = check
+        checks[name] = sub_check
     required = tuple(schema.get("required", ()))
 
     def check(arguments: Any) -> bool:
@@ -117,7 +120,8 @@ class ArgumentChecker:
     def __init__(self, schema: Mapping[str, Any]) -> None:
         try:
             cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-            cls.check_schema(schema)
+            # The stubs' Validator protocol asks for a dict; jsonschema's validators read any Mapping.
+            cls.check_schema(schema)  # type: ignore[arg-type]
         except jsonschema.SchemaError as exc:
             raise UsageError(f"tool parameter schema is not a valid JSON schema: {exc.message}") from exc
         self.schema = schema

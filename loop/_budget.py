@@ -181,7 +181,7 @@ class Spend:
 
     def __init__(self, budget: Budget | None, line: Line | None = None, task: Any = None) -> None:
         self.budget = budget
-        self._total = [0, 0, 0, 0, 0, 0.0]
+        self._total: list[Any] = [0, 0, 0, 0, 0, 0.0]  # a row: five int counts, then the float cost
         self._by_path: dict[str, list[Any]] = {}
         self.exhausted: str | None = None  # why the budget ran out
         self.refused = False  # whether a call was refused for it: the run's answer lacks what it would have done

@@ -122,17 +122,17 @@ class OutputType(Generic[T]):
         found: list[tuple[int, Any]] = []  # (length, value) of each outermost span that parses
         why_span, start = "", 0
         for _ in range(_MAX_SPANS):
-            match = _OPENER.search(text, start)
-            if match is None:
+            opener = _OPENER.search(text, start)
+            if opener is None:
                 break
             try:
-                value, end = _loads(text, match.start())
+                value, end = _loads(text, opener.start())
             except ValueError as exc:
-                where = f"the {match.group()} at character {match.start()}"
+                where = f"the {opener.group()} at character {opener.start()}"
                 why_span = why_span or f": {where} does not start valid JSON ({exc})"
-                start = match.start() + 1
+                start = opener.start() + 1
                 continue
-            found.append((end - match.start(), value))
+            found.append((end - opener.start(), value))
             start = end
         valid = [value for _, value in found if self._validator.is_valid(value)]
         if valid:

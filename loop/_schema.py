@@ -36,7 +36,7 @@ def type_schema(hint: Any, where: str) -> dict[str, Any]:
         return schema
     if origin is Literal:
         kinds = {type(a) for a in args}
-        schema: dict[str, Any] = {"enum": list(args)}
+        schema = {"enum": list(args)}
         if len(kinds) == 1 and next(iter(kinds)) in _SCALARS:
             schema.update(_SCALARS[next(iter(kinds))])
         return schema

@@ -101,17 +101,17 @@ class _Enter:
     """Makes ``scope`` current for a ``with`` block (a class: cheaper than a generator-based manager)."""
 
     __slots__ = ("_scope", "_token")
+    _token: Token[RunScope]  # set by __enter__
 
     def __init__(self, scope: RunScope) -> None:
         self._scope = scope
-        self._token: Token[RunScope] | None = None
 
     def __enter__(self) -> RunScope:
         self._token = _current.set(self._scope)
         return self._scope
 
     def __exit__(self, *exc_info: object) -> None:
-        _current.reset(self._token)  # type: ignore[arg-type]
+        _current.reset(self._token)
 
 
 def _check_name(name: Any) -> str:

@@ -31,10 +31,10 @@ class _Node:
     def __init__(self, turn: Turn, prev: _Node | None) -> None:
         self.turn = turn
         self.prev = prev
-        self.size = 1 if prev is None else prev.size + 1
+        self.size: int = 1 if prev is None else prev.size + 1
         running = _ZERO if prev is None else prev.usage
         turn_usage = turn.usage
-        self.usage = running if turn_usage is None else running + turn_usage
+        self.usage: Usage = running if turn_usage is None else running + turn_usage
         self.turns: tuple[Turn, ...] | None = None  # filled on first read of State.turns
 
 
@@ -149,8 +149,8 @@ class State:
                 cursor = cursor.prev
             tail.reverse()
             prefix: tuple[Turn, ...] = ()
-            if cursor is not None:
-                prefix, cursor.turns = cursor.turns, None  # type: ignore[assignment]
+            if cursor is not None and cursor.turns is not None:  # the loop stopped at a cached prefix
+                prefix, cursor.turns = cursor.turns, None
             node.turns = prefix + tuple(tail)
         return node.turns
 
@@ -198,10 +198,10 @@ class State:
         while b is not None and (a is None or b.size > a.size):
             theirs.append(b.turn)
             b = b.prev
-        while a is not b:
-            ours.append(a.turn)  # type: ignore[union-attr]
-            theirs.append(b.turn)  # type: ignore[union-attr]
-            a, b = a.prev, b.prev  # type: ignore[union-attr]
+        while a is not b and a is not None and b is not None:  # now equally long: they reach None together
+            ours.append(a.turn)
+            theirs.append(b.turn)
+            a, b = a.prev, b.prev
         shared = 0 if a is None else a.size
         for mine, yours in zip(reversed(ours), reversed(theirs)):
             if mine != yours or (meta and mine.meta != yours.meta):

@@ -26,11 +26,10 @@ def approx_tokens(turns: Iterable[Turn]) -> int:
     for turn in turns:
         count += 1
         for part in turn.parts:
-            kind = type(part)
-            if kind is Text or kind is Reasoning:
-                chars += len(part.text)  # type: ignore[union-attr]
-            elif kind is ToolCall:
-                chars += len(part.name) + len(part.arguments)  # type: ignore[union-attr]
-            elif kind is ToolResult:
-                chars += len(part.content)  # type: ignore[union-attr]
+            if isinstance(part, (Text, Reasoning)):
+                chars += len(part.text)
+            elif isinstance(part, ToolCall):
+                chars += len(part.name) + len(part.arguments)
+            elif isinstance(part, ToolResult):
+                chars += len(part.content)
     return count * _PER_TURN + -(-chars // _CHARS_PER_TOKEN)

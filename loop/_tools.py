@@ -25,6 +25,7 @@ from loop._protocols import ToolSpec
 from loop._schema import conversions, function_schema, json_value
 from loop.errors import UsageError
 
+_ASYNC_LIBRARY: contextvars.ContextVar[str | None] | None
 try:  # optional for anyio; when present it names the async library of the running context
     from sniffio import current_async_library_cvar as _ASYNC_LIBRARY
 except ImportError:  # pragma: no cover

@@ -84,7 +84,7 @@ _global: trace.Tracer | None = None  # the global provider's tracer, once a real
 # if its or Python's internals ever change.
 _ENV_PROVIDER = "OTEL_PYTHON_TRACER_PROVIDER"
 _environ_data: Any = getattr(os.environ, "_data", None)
-_environ_key: Any = os.environ.encodekey(_ENV_PROVIDER) if _environ_data is not None else None  # type: ignore[attr-defined]
+_environ_key: Any = os.environ.encodekey(_ENV_PROVIDER) if _environ_data is not None else None
 _UNKNOWN = object()
 
 

@@ -185,16 +185,15 @@ def _positive_int(value: Any) -> bool:
 def _blocks(turn: Turn) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for part in turn.parts:
-        kind = type(part)
-        if kind is Text and part.text.strip():  # the API refuses empty and whitespace-only text blocks
+        if isinstance(part, Text) and part.text.strip():  # the API refuses empty and whitespace-only text blocks
             blocks.append({"type": "text", "text": part.text})
-        elif kind is Reasoning and part.signature:
+        elif isinstance(part, Reasoning) and part.signature:
             # Only signed thinking can go back; reasoning from another provider cannot be verified.
             if part.signature.startswith(REDACTED):
                 blocks.append({"type": "redacted_thinking", "data": part.signature[len(REDACTED):]})
             else:
                 blocks.append({"type": "thinking", "thinking": part.text, "signature": part.signature})
-        elif kind is ToolCall:
+        elif isinstance(part, ToolCall):
             try:
                 arguments = json.loads(part.arguments or "{}")
             except ValueError:
@@ -202,7 +201,7 @@ def _blocks(turn: Turn) -> list[dict[str, Any]]:
             if not isinstance(arguments, dict):
                 arguments = {}  # the call was answered with an error result; the API needs an object here
             blocks.append({"type": "tool_use", "id": part.id, "name": part.name, "input": arguments})
-        elif kind is ToolResult:
+        elif isinstance(part, ToolResult):
             block: dict[str, Any] = {"type": "tool_result", "tool_use_id": part.call_id, "content": part.content}
             if part.is_error:
                 block["is_error"] = True

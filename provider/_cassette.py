@@ -19,7 +19,7 @@ import anyio.lowlevel
 import anyio.to_thread
 import attrs
 
-from loop import Delta, Options, Provider, Request, UsageError, UseTool, delta_from_dict, delta_to_dict
+from loop import Delta, Options, Provider, Request, Turn, UsageError, UseTool, delta_from_dict, delta_to_dict
 from loop.errors import (
     AuthenticationError,
     BadRequestError,
@@ -43,13 +43,13 @@ class CassetteMismatch(UsageError):
     """Raised when a replayed request differs from the recorded one, or the cassette has no more exchanges."""
 
 
-def _turn_to_dict(turn: Any) -> dict[str, Any]:
+def _turn_to_dict(turn: Turn) -> dict[str, Any]:
     # A turn's meta is bookkeeping (timestamps, ids, finish reasons) that no provider sends to the model and
     # that turn equality ignores; keeping it would make replays fail on a timestamp and recordings fail on
     # anything JSON cannot hold.
     data = turn.to_dict()
     data.pop("meta", None)
-    return json_data(data)
+    return {key: json_data(value) for key, value in data.items()}
 
 
 def request_to_dict(request: Request) -> dict[str, Any]:
@@ -85,7 +85,7 @@ def _error_from_dict(data: dict[str, Any]) -> ProviderError:
     status, body, retry_after = data.get("status"), data.get("body") or "", data.get("retry_after")
     exc: ProviderError
     if issubclass(cls, (RateLimitError, ServerError)):
-        exc = cls(message, status=status, body=body, retry_after=retry_after)  # type: ignore[call-arg]
+        exc = cls(message, status=status, body=body, retry_after=retry_after)
     elif issubclass(cls, ScriptExhausted):
         exc = ScriptExhausted(message, used=0)
     else:

@@ -6,7 +6,7 @@ import email.utils
 import ipaddress
 import json
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
 import anyio
@@ -223,7 +223,7 @@ class _Events:
         return None  # id, retry and unknown fields change nothing here
 
 
-async def sse_stream(chunks: AsyncIterator[bytes]) -> AsyncIterator[SSEEvent]:
+async def sse_stream(chunks: AsyncIterator[bytes]) -> AsyncGenerator[SSEEvent, None]:
     """The events of a server-sent event stream from its bytes as they arrive (``response.aiter_bytes()``).
 
     Comments and unknown fields are skipped as the standard says; ``data`` lines join with newlines; a blank

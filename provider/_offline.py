@@ -123,12 +123,12 @@ class Scripted:
             if isinstance(reply, BaseException):
                 return _raise(reply)
             return _play(reply_deltas(reply, self._ids, self._chunk))
-        replies = script.replies[index:index + n]
-        for reply in replies:
+        choices: list[tuple[ReplyPart, ...]] = []
+        for reply in script.replies[index:index + n]:
             if isinstance(reply, BaseException):
                 return _raise(reply)
-        return _play(interleave([reply_deltas(r, self._ids, self._chunk, i)  # type: ignore[arg-type]
-                                 for i, r in enumerate(replies)]))
+            choices.append(reply)
+        return _play(interleave([reply_deltas(r, self._ids, self._chunk, i) for i, r in enumerate(choices)]))
 
     def _exhausted(self, script: _Script, n: int, path: str) -> ScriptExhausted:
         total = len(script.replies)

@@ -42,7 +42,7 @@ def check_reply(reply: Any, where: str) -> tuple[ReplyPart, ...] | BaseException
     if isinstance(reply, _PARTS):
         return (reply,)
     if isinstance(reply, Sequence):
-        parts = []
+        parts: list[ReplyPart] = []
         for item in reply:
             if isinstance(item, str):
                 parts.append(Text(item))
@@ -63,17 +63,16 @@ def chunks(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-def reply_deltas(parts: tuple[ReplyPart, ...], ids: itertools.count, chunk: int, choice: int = 0) -> list[Delta]:
+def reply_deltas(parts: tuple[ReplyPart, ...], ids: itertools.count[int], chunk: int, choice: int = 0) -> list[Delta]:
     """The deltas a real provider would stream for ``parts``: text in chunks, each tool call as a header
     delta then its arguments in two fragments, usage, and a ``Finish`` that says whether tools were called;
     every one tagged with ``choice``."""
     deltas: list[Delta] = []
     index = 0
     for part in parts:
-        kind = type(part)
-        if kind is Text:
+        if isinstance(part, Text):
             deltas.extend(TextDelta(piece, choice) for piece in chunks(part.text, chunk))
-        elif kind is ToolCall:
+        elif isinstance(part, ToolCall):
             call_id = part.id or f"call_{next(ids)}"
             args = part.arguments
             half = len(args) // 2
@@ -81,7 +80,7 @@ def reply_deltas(parts: tuple[ReplyPart, ...], ids: itertools.count, chunk: int,
             if args[half:]:
                 deltas.append(ToolCallDelta(index, None, None, args[half:], choice))
             index += 1
-        elif kind is Reasoning:
+        elif isinstance(part, Reasoning):
             pieces = chunks(part.text, chunk)
             deltas.extend(ReasoningDelta(piece, None, choice) for piece in pieces[:-1])
             deltas.append(ReasoningDelta(pieces[-1], part.signature, choice))

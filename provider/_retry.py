@@ -18,8 +18,8 @@ _log = tracing.logger("provider.retry")
 
 def _seconds(name: str, value: Any, *, finite: bool = True) -> float:
     # bool is an int, and NaN or infinity would turn into a sleep that never ends or raises later.
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
-    if not ok or (finite and not math.isfinite(value)):
+    if (not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0
+            or (finite and not math.isfinite(value))):
         raise UsageError(f"{name} must be a {'finite ' if finite else ''}number of seconds >= 0, got {value!r}")
     return value
 

@@ -141,8 +141,7 @@ class BridgeRun:
             return _refusal(rid, "ToolCallLimit",
                             f"this run may make at most {bridge.max_tool_calls} tool calls; the tool did not run")
         name = request.get("tool")
-        tool = bridge._by_name.get(name) if isinstance(name, str) else None
-        if tool is None:
+        if not isinstance(name, str) or (tool := bridge._by_name.get(name)) is None:
             known = ", ".join(sorted(bridge._by_name)) or "none"
             return _refusal(rid, "ToolCallRefused", f"unknown tool {name!r}; the tools are: {known}")
         raw = request.get("args")

@@ -67,7 +67,7 @@ class SandboxConfig:
         if unknown:
             raise UsageError(f"unknown SandboxConfig setting{'s' if len(unknown) > 1 else ''} {unknown}; "
                              f"the settings are {sorted(known)}")
-        self.__attrs_init__(**settings)  # type: ignore[attr-defined]
+        self.__attrs_init__(**settings)
 
     def __attrs_post_init__(self) -> None:
         _check(self)

@@ -61,12 +61,12 @@ class DockerSandbox:
     async def __aenter__(self) -> DockerSandbox:
         if self._stack is not None:
             raise UsageError("this DockerSandbox is already open; one `async with` at a time")
-        await self._ready()
+        kwargs = await self._ready()
         stack = contextlib.AsyncExitStack()
         if self.warm:
             try:
                 group = await stack.enter_async_context(anyio.create_task_group())
-                pool = WarmPool(functools.partial(engine.start, self._client, self._kwargs),
+                pool = WarmPool(functools.partial(engine.start, self._client, kwargs),
                                 functools.partial(engine.remove, self._client),
                                 size=self.warm, max_age=self.config.idle_ttl * 0.8)
                 await pool.run(group)
@@ -90,13 +90,14 @@ class DockerSandbox:
             raise UsageError("wait_warm needs DockerSandbox(warm=N) inside its `async with` block")
         await self._pool.wait_full()
 
-    async def _ready(self) -> None:
-        """Connect to the engine and check the image, once."""
+    async def _ready(self) -> dict[str, Any]:
+        """Connect to the engine and check the image, once; the settings each container is created with."""
         if self._kwargs is not None:
-            return
+            return self._kwargs
         async with self._ready_lock:
             if self._kwargs is None:
                 self._kwargs = await anyio.to_thread.run_sync(self._prepare)
+            return self._kwargs
 
     def _prepare(self) -> dict[str, Any]:
         if self._client is None:
@@ -174,13 +175,14 @@ class DockerSandbox:
                 _log.warning("a warm container could not be attached", container=cid[:12], error=str(exc))
                 continue  # it died while idle: try the next
             return cid, sock, True
+        kwargs = await self._ready()
         # Shielded: if the call is cancelled mid-start, the container still gets an owner who removes it.
         with anyio.CancelScope(shield=True):
-            cid = await anyio.to_thread.run_sync(engine.start, client, self._kwargs)
+            new = await anyio.to_thread.run_sync(engine.start, client, kwargs)
         try:
-            return cid, await anyio.to_thread.run_sync(engine.attach, client, cid), False
+            return new, await anyio.to_thread.run_sync(engine.attach, client, new), False
         except BaseException:
-            await self._dispose(cid)
+            await self._dispose(new)
             raise
 
     async def _dispose(self, cid: str) -> None:

@@ -146,7 +146,7 @@ def start(client: Any, kwargs: dict[str, Any]) -> str:
 
     name = f"sandbox-{uuid.uuid4().hex[:12]}"
     try:
-        cid = client.api.create_container(name=name, **kwargs)["Id"]
+        cid: str = client.api.create_container(name=name, **kwargs)["Id"]
     except docker.errors.DockerException as exc:
         raise SandboxError(f"cannot create a sandbox container from {kwargs['image']!r}: {exc}") from exc
     try:
@@ -208,7 +208,7 @@ class DockerChannel:
 
     def __init__(self, sock_io: Any) -> None:
         self._io = sock_io  # keeps the HTTP response (and so the socket) alive
-        self._sock = getattr(sock_io, "_sock", sock_io)
+        self._sock: socket.socket = getattr(sock_io, "_sock", sock_io)
         self._sock.setblocking(False)
         self._buffer = bytearray()
         self.diagnostics = bytearray()  # what the supervisor itself wrote to stderr

@@ -84,9 +84,9 @@ def apt_source(root: str = "/") -> tuple[str, str]:
     for path in lists:
         if os.path.exists(path):
             for line in Path(path).read_text(errors="replace").splitlines():
-                line = re.sub(r"\[[^\]]*\]", " ", line.split("#", 1)[0]).split()  # type: ignore[assignment]
-                if len(line) >= 3 and line[0] == "deb":
-                    found.append((line[1], line[2]))
+                words = re.sub(r"\[[^\]]*\]", " ", line.split("#", 1)[0]).split()
+                if len(words) >= 3 and words[0] == "deb":
+                    found.append((words[1], words[2]))
     for uri, suite in found:
         # The release itself, not its -security/-updates/-backports companions.
         if uri.startswith(("http://", "https://")) and "-" not in suite and "/" not in suite:
@@ -202,7 +202,8 @@ _COUNTED = {"Retrieving", "Unpacking", "Configuring"}
 def _debootstrap(recipe: ImageRecipe, root: str, say: Say, started: float) -> None:
     argv = ["debootstrap", f"--variant={recipe.variant}", f"--include={','.join(recipe.packages)}",
             recipe.suite, root, recipe.mirror]
-    phase, count, tail = "", 0, []
+    phase, count = "", 0
+    tail: list[str] = []
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as process:
         assert process.stdout is not None  # stdout=PIPE
         for line in process.stdout:

@@ -81,7 +81,7 @@ class _Channel:
         if answer.get("ok"):
             return True, answer.get("value")
         error = answer.get("error") or {}
-        return False, _ERRORS.get(error.get("type"), ToolError)(error.get("message", "the tool call failed"))
+        return False, _ERRORS.get(str(error.get("type")), ToolError)(error.get("message", "the tool call failed"))
 
 
 _channel = None

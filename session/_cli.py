@@ -86,7 +86,7 @@ def choose_provider(module: Any, spec: str | None, say: Callable[[str], None]) -
 
 def step_maker(module: Any) -> StepFactory:
     """The module's ``make_step(provider, events)`` if it has one, else a step with its ``TOOLS``."""
-    make = getattr(module, "make_step", None)
+    make: StepFactory | None = getattr(module, "make_step", None)  # taken on trust, as Manager(make_step=) takes it
     if callable(make):
         return make
     return step_factory(getattr(module, "TOOLS", ()))

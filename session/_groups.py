@@ -4,11 +4,12 @@ that error, so ``except UsageError`` works and the traceback is the error's own.
 from __future__ import annotations
 
 import asyncio
+from typing import overload
 
 import anyio
 
 
-def errors_in(group: BaseExceptionGroup) -> list[BaseException]:
+def errors_in(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
     """The errors inside ``group`` and the groups nested in it, cancellations left out."""
     try:
         cancelled = anyio.get_cancelled_exc_class()
@@ -23,7 +24,11 @@ def errors_in(group: BaseExceptionGroup) -> list[BaseException]:
     return errors
 
 
-def unwrap(group: BaseExceptionGroup) -> BaseException:
+@overload
+def unwrap(group: ExceptionGroup[Exception]) -> Exception: ...
+@overload
+def unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException: ...
+def unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
     """The one error ``group`` holds, looking through nested groups and past cancellations; ``group`` itself
     when it holds several errors (or none but cancellations)."""
     errors = errors_in(group)

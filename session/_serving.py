@@ -66,8 +66,9 @@ async def serve_asgi(
     can end before uvicorn waits up to ``shutdown_timeout`` seconds for requests in flight.
     """
     url = url_of(sock, host, path)
+    # uvicorn hints this as int, but only hands it to asyncio.wait_for, which takes any number of seconds.
     config = uvicorn.Config(app, lifespan="off", log_config=None, access_log=False, ws="none",
-                            server_header=False, timeout_graceful_shutdown=shutdown_timeout)
+                            server_header=False, timeout_graceful_shutdown=shutdown_timeout)  # type: ignore[arg-type]
     server = _Server(config)
     stopped = anyio.Event()
 

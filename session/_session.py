@@ -8,12 +8,12 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from types import MappingProxyType
-from typing import Union
+from typing import Union, cast
 
 import anyio
 import anyio.abc
 
-from cognitive import TurnProcessor
+from cognitive import TurnProcessor as TurnProcessor  # re-exported: session's lazy exports name it here
 from loop import (
     EventBus,
     LoopError,
@@ -22,6 +22,7 @@ from loop import (
     State,
     Text,
     ToolResult,
+    Turn,
     TurnExecutor,
     UsageError,
     current_scope,
@@ -92,7 +93,7 @@ def _parts(message: Message) -> tuple[Part, ...]:
     if isinstance(message, (list, tuple)):
         parts = tuple(message)
     else:
-        parts = (message,)  # type: ignore[assignment]
+        parts = (message,)
     if not parts or not all(isinstance(p, Text) for p in parts):
         raise UsageError(f"a user message is a string or Text parts, got {message!r}")
     return parts
@@ -274,12 +275,12 @@ class Session:
         if scope.cancel_called:
             # Interrupted: the message being processed, if it had not finished, stopped with the turns it
             # completed stored. (An interrupt can land just as a message finishes: nothing was cut short then.)
-            item, self._current = self._current, None
+            current, self._current = self._current, None
             self.last_active = time.monotonic()
-            if item is not None:
-                self._finish(item, None)
+            if current is not None:
+                self._finish(current, None)
             dropped, self._dropped_by_interrupt = self._dropped_by_interrupt, 0
-            self.events.publish(Interrupted(None if item is None else item.id, dropped))
+            self.events.publish(Interrupted(None if current is None else current.id, dropped))
 
     async def _process(self, item: _Message) -> None:
         events = self.events
@@ -354,7 +355,7 @@ class Session:
             if common == size == len(stored) and state.meta == stored.meta:
                 return
             if size - common == 1:
-                new = [state.last]  # the usual case: one turn more
+                new = [cast(Turn, state.last)]  # the usual case: one turn more (so state has a last turn)
             else:
                 new = list(itertools.islice(state.reversed(), size - common))
                 new.reverse()

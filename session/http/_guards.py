@@ -11,7 +11,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -100,7 +100,8 @@ ERROR_HANDLERS: dict[Any, Callable[..., Any]] = {
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers", ()):
+    headers: Iterable[tuple[bytes, bytes]] = scope.get("headers", ())  # ASGI: (name, value) byte pairs
+    for key, value in headers:
         if key.lower() == name:
             return value.decode("latin-1")
     return None
@@ -215,7 +216,7 @@ class BodyLimit:
         started = [False]
 
         async def counted() -> dict[str, Any]:
-            message = await receive()
+            message: dict[str, Any] = await receive()
             if message["type"] == "http.request":
                 received[0] += len(message.get("body", b""))
                 if received[0] > self.max_bytes:

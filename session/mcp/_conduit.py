@@ -169,12 +169,14 @@ async def _ask(session: Session, message: str, report: Report) -> State | Except
     with session.events.subscribe(buffer=None, main_line=True) as events:
         async with anyio.create_task_group() as group:
             group.start_soon(_progress, events, report)
+            result: State | Exception
             try:
-                return await session.ask(message)
+                result = await session.ask(message)
             except Exception as exc:
-                return exc
+                result = exc
             finally:
                 events.close()  # the reporter sends what is buffered, then ends
+    return result
 
 
 async def _progress(events: Any, report: Report) -> None:

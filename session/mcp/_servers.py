@@ -39,6 +39,14 @@ def _args(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _exclude(value: Any) -> tuple[str, ...]:
+    return _names(value) or ()
+
+
+def _check_timeout(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    check_seconds(attribute.name, value)
+
+
 def _check_name(_: Any, __: Any, value: Any) -> None:
     if value is not None and not (isinstance(value, str) and value.strip()):
         raise UsageError(f"name must be a non-empty string, got {value!r}")
@@ -56,8 +64,8 @@ class _Selection:
     name: str | None = attrs.field(default=None, validator=_check_name)
     namespace: str | None = attrs.field(default=None, validator=_check_namespace)
     include: tuple[str, ...] | None = attrs.field(default=None, converter=_names)
-    exclude: tuple[str, ...] = attrs.field(default=(), converter=lambda v: _names(v) or ())
-    timeout: float | None = attrs.field(default=None, validator=lambda _, a, v: check_seconds(a.name, v))
+    exclude: tuple[str, ...] = attrs.field(default=(), converter=_exclude)
+    timeout: float | None = attrs.field(default=None, validator=_check_timeout)
 
 
 def _keys(value: Mapping[str, str] | None) -> str:
@@ -72,6 +80,14 @@ def _mapping(value: Any) -> Mapping[str, str] | None:
     return dict(value)
 
 
+def _headers(value: Any) -> Mapping[str, str]:
+    return _mapping(value) or {}
+
+
+def _path(value: str | os.PathLike[str] | None) -> str | None:
+    return None if value is None else os.fspath(value)
+
+
 @attrs.frozen(kw_only=True)
 class MCPStdioServer(_Selection):
     """An MCP server this process starts and talks to over its stdin and stdout.
@@ -83,9 +99,9 @@ class MCPStdioServer(_Selection):
     """
 
     command: str = attrs.field(kw_only=False)
-    args: tuple[str, ...] = attrs.field(default=(), kw_only=False, converter=lambda v: _args(v))
+    args: tuple[str, ...] = attrs.field(default=(), kw_only=False, converter=_args)
     env: Mapping[str, str] | None = attrs.field(default=None, converter=_mapping, hash=False, repr=_keys)
-    cwd: str | None = attrs.field(default=None, converter=lambda v: None if v is None else os.fspath(v))
+    cwd: str | None = attrs.field(default=None, converter=_path)
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.command, str) or not self.command:
@@ -103,8 +119,7 @@ class MCPHTTPServer(_Selection):
     set, ``Authorization: Bearer <token>`` with every request. Keyword settings as for ``MCPStdioServer``."""
 
     url: str = attrs.field(kw_only=False)
-    headers: Mapping[str, str] = attrs.field(factory=dict, converter=lambda v: _mapping(v) or {}, hash=False,
-                                             repr=_keys)
+    headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers, hash=False, repr=_keys)
     token: str | None = attrs.field(default=None, repr=False)
 
     def __attrs_post_init__(self) -> None:
