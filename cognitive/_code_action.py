@@ -17,6 +17,7 @@ from loop import (
     Tool,
     ToolCall,
     ToolPipeline,
+    TimedTool,
     ToolSpec,
     TurnExecutor,
     TurnKind,
@@ -106,9 +107,10 @@ class CodeAction:
         # published as ToolStarted/ToolFinished on the step's bus, each in a scope of its own.
         self.pipeline = ToolPipeline(tools, events=getattr(step, "events", None))
         bridge = ToolBridge([_Bridged(t, self.pipeline) for t in tools], max_tool_calls=max_tool_calls)
-        if bridge.tools and not accepts_tools(sandbox):
-            raise UsageError(f"{sandbox!r} cannot bridge tools into the program (its exec takes no tools=); use "
-                             "DockerSandbox, or UnsafeLocalSandbox where there is no Docker")
+        if bridge.tools and not accepts_tools(sandbox):  # the ToolSandbox ability
+            raise UsageError(f"{sandbox!r} cannot bridge tools into the program (it is not a sandbox.ToolSandbox, "
+                             "whose exec takes tools=); use DockerSandbox, or UnsafeLocalSandbox where there is "
+                             "no Docker")
         self.step = step
         self.sandbox = sandbox
         self.bridge = bridge
@@ -203,7 +205,7 @@ class _Bridged:
 
     def __init__(self, tool: Tool, pipeline: ToolPipeline) -> None:
         self.spec: ToolSpec = tool.spec
-        self.timeout = getattr(tool, "timeout", None)
+        self.timeout = tool.timeout if isinstance(tool, TimedTool) else None
         self._pipeline = pipeline
 
     async def call(self, arguments: Mapping[str, Any]) -> Any:

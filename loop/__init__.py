@@ -45,7 +45,7 @@ from loop._scope import Carried, RunScope, branch, carry, charging, current_scop
 from loop._state import State
 from loop._step import Step, Transform
 from loop._tokens import TokenCounter, approx_tokens
-from loop._tools import FunctionTool, Tool, index_tools, json_default, tool
+from loop._tools import FunctionTool, TimedTool, Tool, index_tools, json_default, tool, tool_timeout
 from loop._turn import Turn, TurnKind
 from loop._wake import Wake
 from loop.errors import LoopError, UsageError
@@ -84,6 +84,7 @@ __all__ = [
     "Subscription",
     "Text",
     "TextDelta",
+    "TimedTool",
     "TokenCounter",
     "Tool",
     "ToolCall",
@@ -127,4 +128,5 @@ __all__ = [
     "run_path",
     "scope",
     "tool",
+    "tool_timeout",
 ]

@@ -22,7 +22,7 @@ from loop._budget import _TOOLS, exhausted_error
 from loop._events import EventBus, ToolFinished, ToolStarted
 from loop._parts import ToolCall, ToolResult
 from loop._scope import branch, current_scope
-from loop._tools import Tool, index_tools, render, truncate
+from loop._tools import Tool, index_tools, render, tool_timeout, truncate
 from loop.errors import UsageError
 
 CANCELLED = "cancelled: the turn was interrupted before this tool call finished"
@@ -33,11 +33,11 @@ class ToolPipeline:
     """Runs tool calls with every guarantee a model turn gives them; every call gets a ``ToolResult``.
 
     Unknown tools, malformed or schema-breaking arguments, exceptions, timeouts (``timeout`` seconds, or the
-    tool's own ``timeout`` attribute) and a budget with no tool calls left all become error results the
+    tool's own, see ``TimedTool``) and a budget with no tool calls left all become error results the
     model can read; results longer than ``max_result_chars`` are cut with a note. Events go to ``events``.
     """
 
-    __slots__ = ("_tools", "_checkers", "events", "timeout", "max_result_chars")
+    __slots__ = ("_tools", "_checkers", "_timeouts", "events", "timeout", "max_result_chars")
 
     def __init__(
         self,
@@ -56,6 +56,8 @@ class ToolPipeline:
         self._checkers = {name: ArgumentChecker(t.spec.parameters) for name, t in by_name.items()}
         self.events = events if events is not None else EventBus()
         self.timeout = float(timeout)
+        # Each tool's own limit, read once: a protocol check per call would cost more than the call's checks.
+        self._timeouts = {name: tool_timeout(t, self.timeout) for name, t in by_name.items()}
         self.max_result_chars = max_result_chars
 
     @property
@@ -178,7 +180,7 @@ class ToolPipeline:
                     return error_result(call, f"not run: {exhausted_error(spend, None)}")
             for spend in budgets:
                 spend._add(_TOOLS, 1, scope.path)
-        timeout = getattr(tool, "timeout", None) or self.timeout
+        timeout = self._timeouts.get(call.name) or self.timeout
         try:
             # The tool runs in a branch of its own: an agent it runs is never taken for the caller's conversation.
             with anyio.move_on_after(timeout) as deadline, branch(f"tool:{call.name}#{call.id}"):

@@ -38,14 +38,28 @@ class Tool(Protocol):
 
     ``spec`` tells the model the tool's name, purpose and JSON-schema parameters. ``call`` receives arguments
     already parsed and checked against that schema, and returns the result (a string, or data rendered as
-    JSON). It may raise: the step turns any exception into an error result the model can read. A tool may also
-    have a ``timeout`` attribute (seconds) overriding the step's per-tool timeout.
+    JSON). It may raise: the step turns any exception into an error result the model can read. A tool with
+    its own time limit is a ``TimedTool``.
     """
 
     @property
     def spec(self) -> ToolSpec: ...
 
     async def call(self, arguments: Mapping[str, Any]) -> Any: ...
+
+
+@runtime_checkable
+class TimedTool(Tool, Protocol):
+    """The optional ability of a tool to set its own time limit: ``timeout`` seconds, overriding the step's
+    per-tool timeout (``None`` keeps the step's). ``FunctionTool`` has it (``@tool(timeout=...)``)."""
+
+    timeout: float | None
+
+
+def tool_timeout(tool: Tool, default: float) -> float:
+    """The seconds a call of ``tool`` may take: its own ``timeout`` when it is a ``TimedTool`` that sets one."""
+    own = tool.timeout if isinstance(tool, TimedTool) else None
+    return own if own else default
 
 
 # ASCII only: model APIs refuse other tool names.

@@ -14,7 +14,7 @@ from sandbox._config import SandboxConfig
 from sandbox._docker import DockerSandbox
 from sandbox._image import BuiltImage, ImageRecipe, build_image
 from sandbox._local import UnsafeLocalSandbox
-from sandbox._protocol import ExecResult, FunctionSandbox, Sandbox, SandboxError, accepts_tools
+from sandbox._protocol import ExecResult, FunctionSandbox, Sandbox, SandboxError, ToolSandbox, accepts_tools
 
 __all__ = [
     "BuiltImage",
@@ -26,6 +26,7 @@ __all__ = [
     "SandboxConfig",
     "SandboxError",
     "ToolBridge",
+    "ToolSandbox",
     "UnsafeLocalSandbox",
     "accepts_tools",
     "build_image",

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import attrs
 
-from loop import ArgumentChecker, Tool, UsageError, index_tools, json_default, tracing
+from loop import ArgumentChecker, Tool, UsageError, index_tools, json_default, tool_timeout, tracing
 from sandbox import _stubs
 
 _PATHLIKE = re.compile(r"(^|_)(path|paths|file|files|filename|filenames|dir|dirs|directory|folder)$", re.I)
@@ -158,7 +158,7 @@ class BridgeRun:
     async def execute(self, call: Admitted) -> bytes:
         """Run an admitted call; the answer line to send back (a tool's failure becomes ``ToolError``)."""
         name = call.tool.spec.name
-        timeout = getattr(call.tool, "timeout", None) or self._bridge.tool_timeout
+        timeout = tool_timeout(call.tool, self._bridge.tool_timeout)
         with tracing.span(f"execute_tool {name}", {"gen_ai.operation.name": "execute_tool",
                                                    "gen_ai.tool.name": name, "sandbox.bridge": True}):
             try:

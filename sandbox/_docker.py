@@ -43,6 +43,8 @@ class DockerSandbox:
     one.
     """
 
+    bridges_tools = True  # the ToolSandbox ability: exec takes tools=
+
     def __init__(self, config: SandboxConfig | None = None, *, warm: int = 0, client: Any = None) -> None:
         if config is not None and not isinstance(config, SandboxConfig):
             raise UsageError(f"config must be a sandbox.SandboxConfig, got {config!r}")

@@ -49,6 +49,8 @@ class UnsafeLocalSandbox:
     secrets), the same timeout, output caps and tool bridge as ``DockerSandbox``.
     """
 
+    bridges_tools = True  # the ToolSandbox ability: exec takes tools=
+
     def __init__(
         self,
         *,

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol, Union, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
 
 import attrs
 
 from loop import LoopError, UsageError
+
+if TYPE_CHECKING:
+    from sandbox._bridge import ToolBridge
 
 Files = Mapping[str, Union[str, bytes]]
 
@@ -61,7 +64,7 @@ class Sandbox(Protocol):
     started is stopped and removed before the cancellation goes on. Calls may run concurrently.
 
     Sandboxes that can bridge host tools (``DockerSandbox``, ``UnsafeLocalSandbox``) also take
-    ``tools=ToolBridge(...)``; see ``accepts_tools``.
+    ``tools=ToolBridge(...)``: the ``ToolSandbox`` ability.
     """
 
     async def exec(
@@ -74,15 +77,30 @@ class Sandbox(Protocol):
     ) -> ExecResult: ...
 
 
+@runtime_checkable
+class ToolSandbox(Sandbox, Protocol):
+    """The optional ability to bridge host tools into the program: ``exec`` also takes ``tools=ToolBridge``.
+
+    A sandbox says it has it with a class attribute ``bridges_tools = True`` (``DockerSandbox`` and
+    ``UnsafeLocalSandbox`` do); ``isinstance(sandbox, ToolSandbox)`` and ``accepts_tools`` check for it.
+    """
+
+    bridges_tools: bool
+
+    async def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        files: Files | None = None,
+        stdin: str | bytes | None = None,
+        timeout: float | None = None,
+        tools: ToolBridge | None = None,
+    ) -> ExecResult: ...
+
+
 def accepts_tools(sandbox: object) -> bool:
-    """Whether ``sandbox.exec`` takes ``tools=`` (the optional tool-bridge ability)."""
-    method = getattr(sandbox, "exec", None)
-    if not callable(method):
-        return False
-    try:
-        return "tools" in inspect.signature(method).parameters
-    except (TypeError, ValueError):
-        return False
+    """Whether ``sandbox`` has the ``ToolSandbox`` ability: its ``exec`` takes ``tools=``."""
+    return isinstance(sandbox, ToolSandbox) and sandbox.bridges_tools is True
 
 
 ExecFunction = Callable[..., Union[ExecResult, Awaitable[ExecResult]]]

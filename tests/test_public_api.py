@@ -16,13 +16,13 @@ PUBLIC = {
         "ArgumentChecker", "BranchResult", "Budget", "BudgetReport", "CANCELLED", "Carried", "Delta", "EventBus",
         "EventsDropped", "Finish", "FunctionTool", "LoopError", "Options", "Outcome", "OutputType", "PRICES",
         "Part", "Price", "ProgressCallback", "Provider", "Reasoning", "ReasoningDelta", "Request", "Role",
-        "RunScope", "Spend", "Spent", "Stamped", "State", "Step", "Subscription", "Text", "TextDelta",
+        "RunScope", "Spend", "Spent", "Stamped", "State", "Step", "Subscription", "Text", "TextDelta", "TimedTool",
         "TokenCounter", "Tool", "ToolCall", "ToolCallDelta", "ToolChoice", "ToolFinished", "ToolPipeline",
         "ToolResult", "ToolSpec", "ToolStarted", "Transform", "Turn", "TurnCompleted", "TurnExecutor", "TurnFailed",
         "TurnKind", "TurnRunner", "TurnStarted", "TurnSubmitter", "Usage", "UsageDelta", "UsageError", "UseTool",
         "Wake", "approx_tokens", "as_completed", "branch", "carry", "charge", "charging", "current_scope",
         "delta_from_dict", "delta_to_dict", "fan_out", "index_tools", "json_default", "main_line", "on_progress",
-        "part_from_dict", "part_to_dict", "run_path", "scope", "tool",
+        "part_from_dict", "part_to_dict", "run_path", "scope", "tool", "tool_timeout",
     ],
     "loop.errors": [
         "AuthenticationError", "BadRequestError", "BudgetExhausted", "ConformanceError", "LoopError",
@@ -43,15 +43,16 @@ PUBLIC = {
         "WithOutput", "WithVerification", "answer_value", "new_turn_processor", "react_factory",
     ],
     "session": [
-        "Conduit", "EventLog", "EventReader", "EventsLost", "HTTPConduit", "Interrupted", "LoggedEvent",
-        "MCPConduit", "MCPConnectionError", "MCPHTTPServer", "MCPServer", "MCPStdioServer", "MCPTool",
-        "MCPToolError", "MCPTools", "Manager", "MemoryStore", "Message", "MessageFailed", "MessageFinished",
-        "MessageQueued", "MessageStarted", "RateLimit", "SQLiteStore", "Session", "SessionBusy",
+        "Conduit", "DeletingStore", "EventLog", "EventReader", "EventsLost", "HTTPConduit", "Interrupted",
+        "LoggedEvent", "MCPConduit", "MCPConnectionError", "MCPHTTPServer", "MCPServer", "MCPStdioServer",
+        "MCPTool", "MCPToolError", "MCPTools", "Manager", "MemoryStore", "Message", "MessageFailed",
+        "MessageFinished", "MessageQueued", "MessageStarted", "RateLimit", "SQLiteStore", "Session", "SessionBusy",
         "SessionClosed", "SessionLimit", "StdioConduit", "StepFactory", "Store", "StoreConflict", "StoreError",
-        "TurnProcessor", "TurnStored", "event_to_json", "open_store", "openai_app", "openai_routes",
-        "step_factory",
+        "TurnProcessor", "TurnStored", "event_to_json", "open_store", "openai_app", "openai_routes", "step_factory",
     ],
-    "session.stores": ["MemoryStore", "SQLiteStore", "Store", "StoreConflict", "StoreError", "open_store"],
+    "session.stores": [
+        "DeletingStore", "MemoryStore", "SQLiteStore", "Store", "StoreConflict", "StoreError", "open_store",
+    ],
     "session.http": ["EventLog", "EventReader", "EventsLost", "HTTPConduit", "LoggedEvent", "RateLimit", "event_to_json"],
     "session.openai": ["openai_app", "openai_routes"],
     "session.mcp": [
@@ -60,7 +61,7 @@ PUBLIC = {
     ],
     "sandbox": [
         "BuiltImage", "DockerSandbox", "ExecResult", "FunctionSandbox", "ImageRecipe", "Sandbox", "SandboxConfig",
-        "SandboxError", "ToolBridge", "UnsafeLocalSandbox", "accepts_tools", "build_image",
+        "SandboxError", "ToolBridge", "ToolSandbox", "UnsafeLocalSandbox", "accepts_tools", "build_image",
     ],
     "sandbox.testing": ["ConformanceError", "check_sandbox"],
 }

@@ -76,6 +76,7 @@ from session._bearer import BearerAuth, Refusal
 from session._manager import Manager, SessionLimit
 from session._session import Session
 from session.openai._completion import SESSION_HEADER, Completion
+from session.stores import DeletingStore
 from session.openai._request import ChatRequest, OpenAIError, parse_chat_request
 
 SessionAccess = Callable[[Request, str], Union[bool, Awaitable[bool]]]
@@ -241,10 +242,10 @@ class _Endpoint:
 
     async def forget(self, session_id: str) -> None:
         """Delete a per-request conversation from the store, if the store can delete."""
-        delete = getattr(self.manager.store, "delete", None)
-        if not self.keep_conversations and callable(delete):
+        store = self.manager.store
+        if not self.keep_conversations and isinstance(store, DeletingStore):
             try:
-                await delete(session_id)
+                await store.delete(session_id)
             except LoopError as exc:
                 _log.warning("could not delete a per-request conversation", session=session_id, error=repr(exc))
 

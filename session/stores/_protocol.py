@@ -35,6 +35,14 @@ class Store(Protocol):
     async def append(self, session_id: str, start: int, turns: Sequence[Turn], meta: Mapping[str, Any]) -> None: ...
 
 
+@runtime_checkable
+class DeletingStore(Store, Protocol):
+    """The optional ability to forget a conversation: ``delete`` returns whether it existed. ``MemoryStore`` and
+    ``SQLiteStore`` have it; the OpenAI-compatible API uses it to drop per-request conversations."""
+
+    async def delete(self, session_id: str) -> bool: ...
+
+
 MAX_SESSION_ID = 256  # room for a client's name of up to 200 characters in a namespace (see HTTPConduit)
 
 

@@ -46,6 +46,8 @@ def program(code: str, prose: str = "Here is the program.") -> str:
 class FakeSandbox:
     """Returns the given results in order and records what it was asked to run."""
 
+    bridges_tools = True  # it takes tools= (and records them)
+
     def __init__(self, *results: ExecResult | Exception) -> None:
         self.results = list(results)
         self.runs: list[dict[str, Any]] = []

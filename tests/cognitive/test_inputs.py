@@ -67,6 +67,8 @@ async def test_a_single_tool_needs_no_list() -> None:
 class BridgingSandbox:
     """Takes ``tools=`` as a sandbox that bridges tools into programs does; runs nothing."""
 
+    bridges_tools = True
+
     async def exec(self, argv: Any, *, files: Any = None, stdin: Any = None, timeout: Any = None,
                    tools: Any = None) -> ExecResult:
         return ExecResult(0)

@@ -413,3 +413,29 @@ def test_a_step_takes_one_tool_without_a_list() -> None:
 def test_what_is_neither_a_tool_nor_a_list_of_tools_is_refused(tools: Any) -> None:
     with pytest.raises(UsageError, match=r"^tools takes a Tool or a list of tools, got "):
         index_tools(tools, "here")
+
+
+async def test_a_tool_of_ones_own_sets_its_time_limit_as_a_timed_tool() -> None:
+    import anyio
+
+    from loop import TimedTool, ToolCall, ToolPipeline, ToolSpec, tool_timeout
+
+    class Slow:
+        spec = ToolSpec("slow", "Waits.", {"type": "object", "properties": {}})
+        timeout = 0.05
+
+        async def call(self, arguments: object) -> str:
+            await anyio.sleep(5)
+            return "never"
+
+    class Untimed:
+        spec = ToolSpec("untimed", "Answers.", {"type": "object", "properties": {}})
+
+        async def call(self, arguments: object) -> str:
+            return "ok"
+
+    assert isinstance(Slow(), TimedTool) and not isinstance(Untimed(), TimedTool)
+    assert tool_timeout(Slow(), 60) == 0.05 and tool_timeout(Untimed(), 60) == 60
+    with anyio.fail_after(2):
+        result = await ToolPipeline([Slow(), Untimed()]).call(ToolCall("c1", "slow", "{}"))
+    assert result.is_error and "timed out after 0.05 seconds" in result.content

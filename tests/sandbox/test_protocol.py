@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from loop import UsageError
-from sandbox import ExecResult, FunctionSandbox, Sandbox, UnsafeLocalSandbox, accepts_tools
+from sandbox import ExecResult, FunctionSandbox, Sandbox, ToolSandbox, UnsafeLocalSandbox, accepts_tools
 from sandbox._protocol import check_files, check_relative_path
 
 
@@ -61,6 +61,18 @@ def test_file_paths_are_normalised_and_contents_become_bytes() -> None:
 
 
 def test_accepts_tools_tells_sandboxes_that_bridge_tools_apart() -> None:
-    assert accepts_tools(UnsafeLocalSandbox())
+    assert accepts_tools(UnsafeLocalSandbox()) and isinstance(UnsafeLocalSandbox(), ToolSandbox)
     assert not accepts_tools(FunctionSandbox(lambda argv, **_: ExecResult(0)))
     assert not accepts_tools(object())
+
+    class Mine:  # a sandbox of one's own says it has the ability; an exec taking tools= is not enough
+        bridges_tools = True
+
+        async def exec(self, argv: object, *, files: object = None, stdin: object = None, timeout: object = None,
+                       tools: object = None) -> ExecResult:
+            return ExecResult(0)
+
+    class Silent(Mine):
+        bridges_tools = False
+
+    assert accepts_tools(Mine()) and not accepts_tools(Silent())
