@@ -25,6 +25,7 @@ from loop._parts import Part, Reasoning, Role, Text, ToolCall, ToolResult, Usage
 from loop._progress import ProgressCallback, on_progress
 from loop._protocols import (
     Delta,
+    DeltaStream,
     Finish,
     Options,
     Provider,
@@ -58,6 +59,7 @@ __all__ = [
     "CANCELLED",
     "Carried",
     "Delta",
+    "DeltaStream",
     "EventBus",
     "EventsDropped",
     "Finish",

@@ -122,10 +122,8 @@ async def stream_choices(provider: Any, request: Request, bus: Any, n: int) -> l
                 seen.add(choice)
                 bus.publish(delta)
         finally:
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                with anyio.CancelScope(shield=True):
-                    await aclose()
+            with anyio.CancelScope(shield=True):
+                await stream.aclose()
     except BaseException as exc:
         bus.publish(TurnFailed(exc))
         raise

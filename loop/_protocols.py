@@ -235,16 +235,28 @@ class Request:
 
 
 @runtime_checkable
+class DeltaStream(Protocol):
+    """What ``Provider.stream`` returns: an async iterator of deltas that can be closed (an async generator is
+    one). ``aclose`` releases everything the stream holds, whether it ended, was left early or never started;
+    closing it twice is harmless. Whoever consumes a stream closes it."""
+
+    def __aiter__(self) -> AsyncIterator[Delta]: ...
+
+    async def __anext__(self) -> Delta: ...
+
+    async def aclose(self) -> None: ...
+
+
 class Provider(Protocol):
     """Streams one model response to a ``Request``.
 
-    ``stream`` returns an async iterator of ``Delta`` values that ends after the response is complete (a
-    ``Finish`` delta is usual but not required). A provider never builds turns; the step does. It raises
-    ``ProviderError`` (or a subclass) when it cannot answer. Closing the iterator early (``aclose``) or
-    cancelling the task consuming it must release every resource it holds.
+    ``stream`` returns a ``DeltaStream`` of ``Delta`` values that ends after the response is complete (a
+    ``Finish`` delta is usual but not required); write it as an async generator. A provider never builds
+    turns; the step does. It raises ``ProviderError`` (or a subclass) when it cannot answer. Closing the stream
+    early (``aclose``) or cancelling the task consuming it must release every resource it holds.
     """
 
-    def stream(self, request: Request) -> AsyncIterator[Delta]: ...
+    def stream(self, request: Request) -> DeltaStream: ...
 
 
 @runtime_checkable

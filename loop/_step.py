@@ -295,7 +295,10 @@ class Step:
         try:
             with _chat_span(tracer, opts) as span:
                 stream = self._provider.stream(request)
-                # (bound methods are looked up when needed, not held across the stream's awaits)
+                if not hasattr(stream, "aclose"):  # the one place the DeltaStream contract is checked
+                    raise UsageError(f"{self._provider!r}.stream() returned {stream!r}, which cannot be closed (no "
+                                     "aclose()); a provider's stream is a loop.DeltaStream: write it as an "
+                                     "async generator")
                 try:
                     async for delta in stream:
                         if acc is None:
@@ -303,17 +306,11 @@ class Step:
                         acc.add(delta)
                         bus.publish(delta)
                 except BaseException:
-                    aclose = getattr(stream, "aclose", None)
-                    if aclose is not None:
-                        # Release the provider's connection even when the turn is being cancelled.
-                        with anyio.CancelScope(shield=True):
-                            await aclose()
+                    # Release the provider's connection even when the turn is being cancelled.
+                    with anyio.CancelScope(shield=True):
+                        await stream.aclose()
                     raise
-                # An async generator that ran to its end is closed already (its frame is gone).
-                if getattr(stream, "ag_frame", True) is not None:
-                    aclose = getattr(stream, "aclose", None)
-                    if aclose is not None:
-                        await aclose()
+                await stream.aclose()
                 if acc is None:
                     acc = Accumulator()
                 turn = acc.turn(opts.model)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
 import httpx
 
-from loop import Delta, Reasoning, Request, Role, Text, ToolCall, ToolResult, Turn, UsageError, UseTool
+from loop import Delta, DeltaStream, Reasoning, Request, Role, Text, ToolCall, ToolResult, Turn, UsageError, UseTool
 from loop.errors import StreamError
 from provider._anthropic_events import REDACTED, MessageEvents
 from provider._http import drain, json_data, sse_stream, status_error, transport_error
@@ -146,11 +146,11 @@ class Anthropic:
             body.update(json_data(opts.extra))
         return body
 
-    def stream(self, request: Request) -> AsyncIterator[Delta]:
+    def stream(self, request: Request) -> DeltaStream:
         structured = request.options.output_schema is not None
         return self._stream(self.body(request), output_tool=OUTPUT_TOOL if structured else None)
 
-    async def _stream(self, body: dict[str, Any], *, output_tool: str | None) -> AsyncIterator[Delta]:
+    async def _stream(self, body: dict[str, Any], *, output_tool: str | None) -> AsyncGenerator[Delta, None]:
         who = self.who
         events = MessageEvents(who, output_tool)
         try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ import anyio.lowlevel
 import anyio.to_thread
 import attrs
 
-from loop import Delta, Options, Provider, Request, Turn, UsageError, UseTool, delta_from_dict, delta_to_dict
+from loop import Delta, DeltaStream, Options, Provider, Request, Turn, UsageError, UseTool, delta_from_dict, delta_to_dict
 from loop.errors import (
     AuthenticationError,
     BadRequestError,
@@ -115,10 +115,10 @@ class Recording:
         """Whether ``inner`` can return several choices for one request (``Options.n``)."""
         return bool(getattr(self.inner, "supports_choices", False))
 
-    def stream(self, request: Request) -> AsyncIterator[Delta]:
+    def stream(self, request: Request) -> DeltaStream:
         return self._stream(request)
 
-    async def _stream(self, request: Request) -> AsyncIterator[Delta]:
+    async def _stream(self, request: Request) -> AsyncGenerator[Delta, None]:
         deltas: list[dict[str, Any]] = []
         error: dict[str, Any] | None = None
         complete = False
@@ -141,9 +141,8 @@ class Recording:
             # its connection is released now, not whenever the garbage collector gets to it.
             with anyio.CancelScope(shield=True):
                 try:
-                    aclose = getattr(stream, "aclose", None)
-                    if aclose is not None:
-                        await aclose()
+                    if stream is not None:  # None when the inner provider failed in stream() itself
+                        await stream.aclose()
                 finally:
                     entry: dict[str, Any] = {"request": request_to_dict(request), "deltas": deltas}
                     if error is not None:
@@ -249,7 +248,7 @@ class Replay:
         """How many recorded exchanges have not been served yet."""
         return len(self._unused)
 
-    def stream(self, request: Request) -> AsyncIterator[Delta]:
+    def stream(self, request: Request) -> DeltaStream:
         return self._play(request)
 
     def _claim(self, request: Request) -> _Exchange:
@@ -273,7 +272,7 @@ class Replay:
         self._served = number
         return self._exchanges[found]
 
-    async def _play(self, request: Request) -> AsyncIterator[Delta]:
+    async def _play(self, request: Request) -> AsyncGenerator[Delta, None]:
         exchange = self._claim(request)
         for delta in exchange.deltas:
             yield delta

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import inspect
 import itertools
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, Union
 
 import anyio.lowlevel
 import attrs
 
-from loop import Delta, Finish, Request, TextDelta, UsageError
+from loop import Delta, DeltaStream, Finish, Request, TextDelta, UsageError
 from loop.errors import ScriptExhausted
 from provider._replies import Reply, ReplyPart, check_reply, chunks, interleave, reply_deltas
 
@@ -22,7 +22,7 @@ _STOP = Finish("stop")  # deltas are immutable, so every plain-text reply can en
 ReplyFunction = Callable[[Request], Union[Reply, Awaitable[Reply], AsyncIterator[Delta]]]
 
 
-async def _play(deltas: list[Delta]) -> AsyncIterator[Delta]:
+async def _play(deltas: list[Delta]) -> AsyncGenerator[Delta, None]:
     for delta in deltas:
         # A real stream yields to the event loop between chunks; so does this one, once per reply, which is
         # enough for cancellation to reach a consumer mid-stream without slowing it down.
@@ -30,7 +30,7 @@ async def _play(deltas: list[Delta]) -> AsyncIterator[Delta]:
     await anyio.lowlevel.checkpoint()
 
 
-async def _raise(error: BaseException) -> AsyncIterator[Delta]:
+async def _raise(error: BaseException) -> AsyncGenerator[Delta, None]:
     raise error
     yield  # pragma: no cover - makes this an async generator
 
@@ -106,7 +106,7 @@ class Scripted:
     def remaining(self) -> int:
         return sum(len(s.replies) - s.next for s in self._scripts)
 
-    def stream(self, request: Request) -> AsyncIterator[Delta]:
+    def stream(self, request: Request) -> DeltaStream:
         self.requests.append(request)
         script = self._script(request.path)
         if script is None:
@@ -175,7 +175,7 @@ class Function:
         self._chunk = chunk_size
         self._ids = itertools.count()
 
-    def stream(self, request: Request) -> AsyncIterator[Delta]:
+    def stream(self, request: Request) -> DeltaStream:
         n = request.options.n
         if n is not None and n > 1:
             return self._choices(request, n)
@@ -183,7 +183,7 @@ class Function:
             return self._fn(request)  # type: ignore[return-value]
         return self._respond(request)
 
-    async def _respond(self, request: Request) -> AsyncIterator[Delta]:
+    async def _respond(self, request: Request) -> AsyncGenerator[Delta, None]:
         reply: Any = self._fn(request)
         waited = inspect.isawaitable(reply)
         if waited:
@@ -207,7 +207,7 @@ class Function:
             # A sync function never gave the event loop a turn; yield once so a consumer can be cancelled.
             await anyio.lowlevel.checkpoint()
 
-    async def _choices(self, request: Request, n: int) -> AsyncIterator[Delta]:
+    async def _choices(self, request: Request, n: int) -> AsyncGenerator[Delta, None]:
         streams: list[list[Delta]] = []
         for choice in range(n):
             reply: Any = self._fn(request)

@@ -9,12 +9,13 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
 import httpx
 
 from loop import (
+    DeltaStream,
     Delta,
     Request,
     UsageDelta,
@@ -185,11 +186,11 @@ class OpenAICompatible:
             return "max_completion_tokens"
         return "max_tokens"
 
-    def stream(self, request: Request) -> AsyncIterator[Delta]:
+    def stream(self, request: Request) -> DeltaStream:
         tool_mode = self._structured == "tool" and request.options.output_schema is not None
         return self._stream(self.body(request), output_tool=OUTPUT_TOOL if tool_mode else None)
 
-    async def _stream(self, body: dict[str, Any], *, output_tool: str | None) -> AsyncIterator[Delta]:
+    async def _stream(self, body: dict[str, Any], *, output_tool: str | None) -> AsyncGenerator[Delta, None]:
         who = self.who
         chunks = Chunks(who, output_tool)
         try:

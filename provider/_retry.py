@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
 
-from loop import Delta, Provider, Request, UsageError, charge, tracing
+from loop import Delta, DeltaStream, Provider, Request, UsageError, charge, tracing
 from loop.errors import ProviderError
 
 _log = tracing.logger("provider.retry")
@@ -67,7 +67,7 @@ class Retry:
         """Whether the wrapped provider can return several choices for one request."""
         return bool(getattr(self.inner, "supports_choices", False))
 
-    def stream(self, request: Request) -> AsyncIterator[Delta]:
+    def stream(self, request: Request) -> DeltaStream:
         return self._stream(request)
 
     def delay(self, attempt: int, error: ProviderError) -> float:
@@ -79,7 +79,7 @@ class Retry:
             return float(asked)
         return random.uniform(0, min(self.max_delay, self.base_delay * 2 ** (attempt - 1)))
 
-    async def _stream(self, request: Request) -> AsyncIterator[Delta]:
+    async def _stream(self, request: Request) -> AsyncGenerator[Delta, None]:
         started = self._clock()
         attempt = 0
         while True:
@@ -104,10 +104,9 @@ class Retry:
                 _log.warning("provider call failed; retrying", attempt=attempt, wait=round(wait, 3),
                              error=str(exc), status=exc.status)
             finally:
-                aclose = getattr(stream, "aclose", None)
-                if aclose is not None:
+                if stream is not None:  # None when the inner provider failed in stream() itself
                     with anyio.CancelScope(shield=True):
-                        await aclose()
+                        await stream.aclose()
             await self._sleep(wait)
 
     def __repr__(self) -> str:

@@ -276,6 +276,9 @@ def _open(provider: Any, what: str) -> AsyncIterator[Any]:
         )
     if not isinstance(stream, AsyncIterator):
         raise ConformanceError(f"{what}: stream(request) must return an async iterator of deltas, got {stream!r}")
+    if not callable(getattr(stream, "aclose", None)):  # the DeltaStream contract, checked once here
+        raise ConformanceError(f"{what}: stream(request) returned {stream!r}, which cannot be closed (no aclose()); "
+                               "a provider's stream is a loop.DeltaStream: write it as an async generator")
     return stream
 
 
@@ -289,12 +292,9 @@ def _check_delta(delta: Any, what: str) -> None:
 
 
 async def _aclose(stream: Any, what: str, timeout: float) -> None:
-    aclose = getattr(stream, "aclose", None)
-    if aclose is None:
-        return
     try:
         with anyio.move_on_after(timeout, shield=True) as scope:
-            await aclose()
+            await stream.aclose()
     except Exception as exc:
         raise ConformanceError(f"{what}: aclose() raised {exc!r}") from exc
     if scope.cancelled_caught:
@@ -359,13 +359,12 @@ async def _check_aclose(provider: Any, timeout: float) -> None:
     stream = _open(provider, what)
     await _first(stream, what, timeout)
     await _aclose(stream, what, timeout)
-    if getattr(stream, "aclose", None) is not None:
-        try:
-            extra = await stream.__anext__()
-        except Exception:  # StopAsyncIteration, or the iterator's own "closed" error
-            pass
-        else:
-            raise ConformanceError(f"{what}: the stream went on after aclose(), yielding {extra!r}")
+    try:
+        extra = await stream.__anext__()
+    except Exception:  # StopAsyncIteration, or the iterator's own "closed" error
+        pass
+    else:
+        raise ConformanceError(f"{what}: the stream went on after aclose(), yielding {extra!r}")
     await _collect(provider, f"{what}, then streaming again (the closed stream must release what it held)", timeout)
 
 

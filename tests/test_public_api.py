@@ -13,9 +13,9 @@ from loop import LoopError
 
 PUBLIC = {
     "loop": [
-        "ArgumentChecker", "BranchResult", "Budget", "BudgetReport", "CANCELLED", "Carried", "Delta", "EventBus",
-        "EventsDropped", "Finish", "FunctionTool", "LoopError", "Options", "Outcome", "OutputType", "PRICES",
-        "Part", "Price", "ProgressCallback", "Provider", "Reasoning", "ReasoningDelta", "Request", "Role",
+        "ArgumentChecker", "BranchResult", "Budget", "BudgetReport", "CANCELLED", "Carried", "Delta", "DeltaStream",
+        "EventBus", "EventsDropped", "Finish", "FunctionTool", "LoopError", "Options", "Outcome", "OutputType",
+        "PRICES", "Part", "Price", "ProgressCallback", "Provider", "Reasoning", "ReasoningDelta", "Request", "Role",
         "RunScope", "Spend", "Spent", "Stamped", "State", "Step", "Subscription", "Text", "TextDelta", "TimedTool",
         "TokenCounter", "Tool", "ToolCall", "ToolCallDelta", "ToolChoice", "ToolFinished", "ToolPipeline",
         "ToolResult", "ToolSpec", "ToolStarted", "Transform", "Turn", "TurnCompleted", "TurnExecutor", "TurnFailed",

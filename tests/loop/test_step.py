@@ -253,3 +253,27 @@ def test_step_construction_errors(kwargs: dict[str, Any], message: str) -> None:
     provider = kwargs.pop("provider", Scripted([]))
     with pytest.raises(UsageError, match=message):
         Step(provider, **kwargs)
+
+
+async def test_a_provider_stream_that_cannot_be_closed_is_named() -> None:
+    from loop import TextDelta
+
+    class Unclosable:
+        def __init__(self) -> None:
+            self.items = iter([TextDelta("hi")])
+
+        def __aiter__(self) -> "Unclosable":
+            return self
+
+        async def __anext__(self) -> TextDelta:
+            try:
+                return next(self.items)
+            except StopIteration:
+                raise StopAsyncIteration from None
+
+    class Provider:
+        def stream(self, request: object) -> Unclosable:
+            return Unclosable()
+
+    with pytest.raises(UsageError, match=r"cannot be closed \(no aclose\(\)\).*loop.DeltaStream"):
+        await Step(Provider()).turn(State().append(Role.USER, Text("hi")))

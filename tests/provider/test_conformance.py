@@ -77,6 +77,25 @@ class ListStream:
         return [TextDelta(REPLY)]
 
 
+class Unclosable:
+    """Wrong: an async iterator with no ``aclose``, so a consumer leaving early cannot release it."""
+
+    def stream(self, request: Request) -> Any:
+        class Deltas:
+            def __init__(self) -> None:
+                self.left = [TextDelta(REPLY)]
+
+            def __aiter__(self) -> Any:
+                return self
+
+            async def __anext__(self) -> Delta:
+                if not self.left:
+                    raise StopAsyncIteration
+                return self.left.pop()
+
+        return Deltas()
+
+
 class YieldsParts:
     """Wrong: yields a turn part instead of a delta."""
 
@@ -182,6 +201,7 @@ class OneAtATime:
 BROKEN = [
     (AsyncDefStream, "streaming one response: stream\\(request\\) returned a coroutine"),
     (ListStream, "must return an async iterator of deltas, got \\["),
+    (Unclosable, "cannot be closed \\(no aclose\\(\\)\\); a provider's stream is a loop.DeltaStream"),
     (YieldsParts, "yielded Text\\(text='Hello.*which is not a loop delta"),
     (YieldsSubclass, "yielded MyTextDelta"),
     (Silent, "the response carried no text"),
