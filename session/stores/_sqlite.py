@@ -73,6 +73,10 @@ class SQLiteStore:
     the old ones from the branch point on, and the old rows stay as a record of what was tried. With the WAL journal and ``synchronous="NORMAL"`` (the default) a committed append survives
     the process being killed; ``synchronous="FULL"`` also survives a power cut, at the cost of an fsync per
     append. Turns are never updated in place. Calls run in a worker thread, one at a time.
+
+    The store opens its file on first use and holds it until ``aclose`` (or the end of ``async with store``),
+    as a file object does: whoever makes the store closes it. Closing is final: a closed store raises
+    ``UsageError`` rather than open the file again, so no connection outlives ``aclose``.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "NORMAL") -> None:
@@ -81,12 +85,14 @@ class SQLiteStore:
         self.path = Path(path)
         self._synchronous = synchronous
         self._conn: sqlite3.Connection | None = None
+        self._closed = False  # set by aclose, in the worker thread, under _db_lock
         self._lock = anyio.Lock()
         self._db_lock = threading.Lock()
         self._waiting: list[_Write] = []  # appends not yet taken into a transaction
         self._writer_busy = False  # an append is writing (or about to): the others wait for it
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        self._check_open()
         async with self._lock:
             try:
                 return await anyio.to_thread.run_sync(self._alone, fn, *args)
@@ -99,9 +105,16 @@ class SQLiteStore:
         with self._db_lock:
             return fn(*args)
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise UsageError(f"{self!r} is closed; make a new SQLiteStore to use the file again")
+
     def _connect(self) -> sqlite3.Connection:
         if self._conn is not None:
             return self._conn
+        # A call whose task was cancelled natively can still reach here after aclose: it must not open a
+        # connection that nobody would close.
+        self._check_open()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
@@ -153,6 +166,7 @@ class SQLiteStore:
     async def append(self, session_id: str, start: int, turns: Sequence[Turn], meta: Mapping[str, Any]) -> None:
         check_session_id(session_id)
         check_append(session_id, start, start, turns)  # argument checks; the length is checked in the write
+        self._check_open()
         try:
             rows = [json.dumps(t.to_dict(), ensure_ascii=False) for t in turns]
             meta_text = json.dumps(dict(meta), ensure_ascii=False)
@@ -296,13 +310,22 @@ class SQLiteStore:
         return await self._run(lambda: [r[0] for r in self._connect().execute("SELECT id FROM sessions ORDER BY id")])
 
     async def aclose(self) -> None:
-        async with self._lock:
-            await anyio.to_thread.run_sync(self._alone, self._close)
+        """Close the file, after the call in progress; later calls raise ``UsageError``. Closing twice is fine."""
+        with anyio.CancelScope(shield=True):  # a cancelled close would leave the connection open
+            async with self._lock:
+                await anyio.to_thread.run_sync(self._alone, self._close)
 
     def _close(self) -> None:
+        self._closed = True
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+    async def __aenter__(self) -> SQLiteStore:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"

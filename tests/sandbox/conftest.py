@@ -1,20 +1,15 @@
 """Sandbox tests. Tests marked ``docker`` need a Docker engine and the sandbox image: they FAIL in CI
-(``CI=true``) when it is missing and skip elsewhere, saying how to enable them (see ``docker_env``)."""
+(``CI=true``) when it is missing and skip elsewhere, saying how to enable them (see ``tests/conftest.py`` and
+``docker_env``)."""
 
 from collections.abc import AsyncIterator
 
 import pytest
 
 from sandbox import DockerSandbox, SandboxConfig
-from tests.sandbox.docker_env import docker_config, require_docker
+from tests.sandbox.docker_env import docker_config
 
 __all__ = ["docker_config"]
-
-
-@pytest.fixture(autouse=True)
-def _docker_marked_tests_need_docker(request: pytest.FixtureRequest) -> None:
-    if request.node.get_closest_marker("docker") is not None:
-        require_docker()
 
 
 @pytest.fixture

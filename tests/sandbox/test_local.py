@@ -3,6 +3,7 @@
 It isolates nothing; these tests check what it does promise.
 """
 
+import sys
 from pathlib import Path
 
 import anyio
@@ -34,7 +35,9 @@ async def test_it_keeps_the_sandbox_contract() -> None:
 async def test_the_program_does_not_see_this_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SANDBOX_TEST_SECRET", "hunter2-local")
     sandbox = UnsafeLocalSandbox(env={"MODE": "test"})
-    result = await sandbox.exec(["python3", "-c", "import os; print(sorted(os.environ))"])
+    # This interpreter, not `python3` from PATH: where that is a pyenv shim, the shim (a shell script) adds
+    # PYENV_*, PWD and SHLVL to the environment it is given before it starts Python.
+    result = await sandbox.exec([sys.executable, "-c", "import os; print(sorted(os.environ))"])
     names = eval(result.stdout)  # a printed list of names
     assert "SANDBOX_TEST_SECRET" not in names and "MODE" in names
     assert set(names) <= {"PATH", "HOME", "LANG", "TMPDIR", "PYTHONDONTWRITEBYTECODE", "MODE", "LC_CTYPE"}

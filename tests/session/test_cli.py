@@ -6,6 +6,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import anyio
@@ -43,7 +44,7 @@ async def test_the_default_store_is_a_sqlite_file_in_the_working_directory(tmp_p
         input="remember me\n", cwd=tmp_path, env={**ENV, "PYTHONPATH": env_path}, capture_output=True, text=True,
         timeout=60))
     assert done.returncode == 0, done.stderr
-    with sqlite3.connect(tmp_path / "sessions.db") as conn:
+    with closing(sqlite3.connect(tmp_path / "sessions.db")) as conn:  # `with connect()` alone leaves it open
         assert conn.execute("SELECT id, length FROM sessions").fetchall() == [("mine", 2)]
 
 

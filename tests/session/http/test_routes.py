@@ -165,12 +165,12 @@ async def test_a_session_never_written_to_is_gone_once_closed() -> None:
 
 async def test_a_token_reaches_its_sessions_after_a_restart_and_no_other_token_does(tmp_path: Path) -> None:
     path = tmp_path / "conversations.db"
-    async with in_process(Function(echo), store=SQLiteStore(path)) as served:
+    async with SQLiteStore(path) as store, in_process(Function(echo), store=store) as served:
         client = served.client()
         session_id = (await client.post("/sessions")).json()["id"]
         await client.post(f"/sessions/{session_id}/messages", json={"text": "before"})
         await wait_turns(client, session_id, 2)
-    async with in_process(Function(echo), store=SQLiteStore(path)) as restarted:
+    async with SQLiteStore(path) as store, in_process(Function(echo), store=store) as restarted:
         assert (await restarted.client(OTHER).get(f"/sessions/{session_id}/turns")).status_code == 404
         assert (await restarted.client(OTHER).post(f"/sessions/{session_id}/messages",
                                                    json={"text": "let me in"})).status_code == 404
