@@ -23,6 +23,8 @@ from loop import (
     TurnKind,
     UsageError,
     index_tools,
+    non_negative_int,
+    positive_number,
     scope,
     tracing,
 )
@@ -98,10 +100,8 @@ class CodeAction:
             raise UsageError(f"CodeAction needs a TurnExecutor (turn and submit, e.g. a Step), got {step!r}")
         if not callable(getattr(sandbox, "exec", None)):
             raise UsageError(f"CodeAction needs a Sandbox (something with exec(argv, ...)), got {sandbox!r}")
-        if not (isinstance(max_repairs, int) and not isinstance(max_repairs, bool) and max_repairs >= 0):
-            raise UsageError(f"max_repairs must be an integer >= 0, got {max_repairs!r}")
-        if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
-            raise UsageError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+        non_negative_int("max_repairs", max_repairs)
+        positive_number("timeout", timeout, unit="seconds", optional=True)
         tools = tuple(index_tools(tools, "in a CodeAction").values())  # one tool needs no list
         # Bridged calls go through a tool pipeline, as a model turn's do: charged to the run's budgets,
         # published as ToolStarted/ToolFinished on the step's bus, each in a scope of its own.

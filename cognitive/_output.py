@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
 
 from cognitive._pattern import Pattern
-from loop import Options, OutputType, Role, State, Text, TurnExecutor, TurnKind, UsageError, scope, tracing
+from loop import (Options, OutputType, Role, State, Text, TurnExecutor, TurnKind, UsageError, non_negative_int, scope,
+                  tracing)
 from loop.errors import VerificationFailed
 from verifier import SchemaVerifier, build_report
 
@@ -57,8 +58,7 @@ class WithOutput(Generic[T]):
             raise UsageError(f"WithOutput needs a TurnExecutor (turn and submit, e.g. a Step), got {step!r}")
         if mode not in MODES:
             raise UsageError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise UsageError(f"max_retries must be an integer >= 0, got {max_retries!r}")
+        non_negative_int("max_retries", max_retries)
         if on_failure not in ("raise", "degrade"):
             raise UsageError(f"on_failure must be 'raise' or 'degrade', got {on_failure!r}")
         self.inner = inner

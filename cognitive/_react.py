@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cognitive._pattern import check_start
-from loop import Options, Role, State, TurnRunner, UsageError, scope, tracing
+from loop import Options, Role, State, TurnRunner, UsageError, positive_int, scope, tracing
 
 _FINAL = Options(tool_choice="none")
 
@@ -24,10 +24,8 @@ class ReAct:
 
     def __init__(self, step: TurnRunner, *, max_turns: int = 12) -> None:
         _check_runner(step, "ReAct")
-        if not (isinstance(max_turns, int) and not isinstance(max_turns, bool) and max_turns >= 1):
-            raise UsageError(f"max_turns must be a positive integer, got {max_turns!r}")
         self.step = step
-        self.max_turns = max_turns
+        self.max_turns = positive_int("max_turns", max_turns)
 
     async def run(self, state: State) -> State:
         check_start(state, "ReAct")

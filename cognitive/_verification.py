@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from cognitive._pattern import Pattern, check_start
-from loop import Role, State, Text, TurnKind, TurnSubmitter, UsageError, scope, tracing
+from loop import (Role, State, Text, TurnKind, TurnSubmitter, UsageError, non_negative_int, positive_number, scope,
+                  tracing)
 from loop.errors import VerificationError, VerificationFailed
 from verifier import Result, Status, Verifier, build_report, check_verifiers, run_all
 
@@ -37,8 +38,8 @@ class WithVerification:
             raise UsageError(f"WithVerification wraps a Pattern (something with run(state)), got {inner!r}")
         if not callable(getattr(submitter, "submit", None)):
             raise UsageError(f"WithVerification needs a TurnSubmitter (the step) to submit reports, got {submitter!r}")
-        if not (isinstance(max_retries, int) and not isinstance(max_retries, bool) and max_retries >= 0):
-            raise UsageError(f"max_retries must be an integer >= 0, got {max_retries!r}")
+        non_negative_int("max_retries", max_retries)
+        positive_number("verifier_timeout", verifier_timeout, unit="seconds", optional=True)
         verifiers = check_verifiers(verifiers, "verifiers", unique=True)
         self.inner = inner
         self.submitter = submitter

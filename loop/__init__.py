@@ -17,6 +17,7 @@ from loop._events import (
 )
 from loop._argcheck import ArgumentChecker
 from loop._budget import PRICES, Budget, Price, Spend, Spent, charge
+from loop._checks import int_at_least, non_negative_int, positive_int, positive_number
 from loop._codec import delta_from_dict, delta_to_dict, part_from_dict, part_to_dict
 from loop._fanout import BranchResult, as_completed, fan_out
 from loop._outcome import Outcome
@@ -122,11 +123,15 @@ __all__ = [
     "delta_to_dict",
     "fan_out",
     "index_tools",
+    "int_at_least",
     "json_default",
     "main_line",
+    "non_negative_int",
     "on_progress",
     "part_from_dict",
     "part_to_dict",
+    "positive_int",
+    "positive_number",
     "run_path",
     "scope",
     "tool",

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import attrs
 
+from loop._checks import field_check, positive_int, positive_number
 from loop._parts import Usage
 from loop.errors import BudgetExhausted, UsageError
 
@@ -24,18 +25,10 @@ if TYPE_CHECKING:
     from loop._state import State
 
 
-def _positive_number(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise UsageError(f"{attribute.name} must be a positive number, got {value!r}")
-
-
-def _positive_int(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UsageError(f"{attribute.name} must be a positive integer, got {value!r}")
+# A budget's limits; None is no limit.
+_count = field_check(positive_int, optional=True)
+_dollars = field_check(positive_number, unit="US dollars", optional=True)
+_seconds = field_check(positive_number, unit="seconds", optional=True)
 
 
 def _price(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -119,12 +112,12 @@ class Budget:
     ``cognitive.WithBudget``.
     """
 
-    max_turns: int | None = attrs.field(default=None, validator=_positive_int)
-    max_tool_calls: int | None = attrs.field(default=None, validator=_positive_int)
-    max_input_tokens: int | None = attrs.field(default=None, validator=_positive_int)
-    max_output_tokens: int | None = attrs.field(default=None, validator=_positive_int)
-    max_cost: float | None = attrs.field(default=None, validator=_positive_number)
-    deadline: float | None = attrs.field(default=None, validator=_positive_number)
+    max_turns: int | None = attrs.field(default=None, validator=_count)
+    max_tool_calls: int | None = attrs.field(default=None, validator=_count)
+    max_input_tokens: int | None = attrs.field(default=None, validator=_count)
+    max_output_tokens: int | None = attrs.field(default=None, validator=_count)
+    max_cost: float | None = attrs.field(default=None, validator=_dollars)
+    deadline: float | None = attrs.field(default=None, validator=_seconds)
     name: str = attrs.field(default="budget", kw_only=True)
     prices: Mapping[str, Price] | None = attrs.field(default=None, converter=_prices, kw_only=True, eq=False)
 

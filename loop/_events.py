@@ -8,11 +8,11 @@ from typing import Any
 
 import attrs
 
+from loop._checks import positive_int
 from loop._parts import ToolCall, ToolResult
 from loop._scope import current_scope
 from loop._turn import Turn
 from loop._wake import Wake
-from loop.errors import UsageError
 
 
 @attrs.frozen
@@ -163,8 +163,7 @@ class EventBus:
         and whether that was the main line. A ``main_line`` one receives only what the main line published:
         no branch's, tool's or side task's text, so a streaming conduit never interleaves five samples.
         """
-        if buffer is not None and (not isinstance(buffer, int) or buffer < 1):
-            raise UsageError(f"buffer must be a positive integer or None, got {buffer!r}")
+        positive_int("buffer", buffer, optional=True)
         sub = Subscription(self, buffer, stamped, main_line)
         self._subscribers = (*self._subscribers, sub)
         return sub

@@ -16,6 +16,7 @@ import anyio.abc
 import attrs
 
 from loop._budget import Spend, Spent
+from loop._checks import positive_int
 from loop._outcome import FAILED, OK, Outcome
 from loop._scope import branch, charging
 from loop._state import State
@@ -61,8 +62,7 @@ def _jobs(jobs: Iterable[Job]) -> tuple[Job, ...]:
 
 
 def _check(limit: Any, name: Any) -> None:
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise UsageError(f"limit must be a positive integer or None, got {limit!r}")
+    positive_int("limit", limit, optional=True)
     if not isinstance(name, str) or not name or "/" in name:
         raise UsageError(f"name must be a non-empty string without '/', got {name!r}")
 

@@ -19,6 +19,7 @@ import anyio.lowlevel
 from loop import tracing
 from loop._argcheck import ArgumentChecker
 from loop._budget import _TOOLS, exhausted_error
+from loop._checks import positive_int, positive_number
 from loop._events import EventBus, ToolFinished, ToolStarted
 from loop._parts import ToolCall, ToolResult
 from loop._scope import branch, current_scope
@@ -48,17 +49,13 @@ class ToolPipeline:
         max_result_chars: int = 20_000,
     ) -> None:
         by_name = index_tools(tools, "in a step")
-        if not (isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0):
-            raise UsageError(f"tool_timeout must be a positive number of seconds, got {timeout!r}")
-        if not (isinstance(max_result_chars, int) and max_result_chars > 0):
-            raise UsageError(f"max_result_chars must be a positive integer, got {max_result_chars!r}")
         self._tools = by_name
         self._checkers = {name: ArgumentChecker(t.spec.parameters) for name, t in by_name.items()}
         self.events = events if events is not None else EventBus()
-        self.timeout = float(timeout)
+        self.timeout = positive_number("tool_timeout", timeout, unit="seconds")
         # Each tool's own limit, read once: a protocol check per call would cost more than the call's checks.
         self._timeouts = {name: tool_timeout(t, self.timeout) for name, t in by_name.items()}
-        self.max_result_chars = max_result_chars
+        self.max_result_chars = positive_int("max_result_chars", max_result_chars)
 
     @property
     def tools(self) -> tuple[Tool, ...]:

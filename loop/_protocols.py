@@ -8,6 +8,7 @@ from typing import Any, Literal, Protocol, Union, runtime_checkable
 
 import attrs
 
+from loop._checks import field_check, positive_int
 from loop._parts import Part, Role, Usage
 from loop._state import State
 from loop._turn import Turn
@@ -108,14 +109,8 @@ def _check_temperature(_: Any, __: Any, value: Any) -> None:
         raise UsageError(f"temperature must be a number from 0 to 2, got {value!r}")
 
 
-def _check_max_tokens(_: Any, __: Any, value: Any) -> None:
-    if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
-        raise UsageError(f"max_tokens must be a positive integer, got {value!r}")
-
-
 def _check_n(_: Any, __: Any, value: Any) -> None:
-    if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-        raise UsageError(f"n (how many choices to return) must be an integer of at least 1, got {value!r}")
+    positive_int("n (how many choices to return)", value, optional=True)
 
 
 def _check_seed(_: Any, __: Any, value: Any) -> None:
@@ -181,7 +176,7 @@ class Options:
 
     model: str | None = None
     temperature: float | None = attrs.field(default=None, validator=_check_temperature)
-    max_tokens: int | None = attrs.field(default=None, validator=_check_max_tokens)
+    max_tokens: int | None = attrs.field(default=None, validator=field_check(positive_int, optional=True))
     tool_choice: ToolChoice | None = attrs.field(default=None, validator=_check_choice)
     # Compared but not hashed (a dict cannot be): options asking for different schemas are different options.
     output_schema: Mapping[str, Any] | None = attrs.field(default=None, hash=False)

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from loop._checks import non_negative_int
 from loop._outcome import DEGRADED, META_KEY, OK, STATUSES, Outcome, outcome_of_meta, split_old_meta
 from loop._parts import Part, Role, ToolCall, ToolResult, Usage
 from loop._turn import EMPTY, Turn
@@ -175,8 +176,7 @@ class State:
 
     def prefix(self, count: int) -> State:
         """The state holding only the first ``count`` turns (same meta); O(turns dropped)."""
-        if not isinstance(count, int) or count < 0:
-            raise UsageError(f"prefix takes a turn count >= 0, got {count!r}")
+        non_negative_int("prefix's turn count", count)
         node = self._node
         while node is not None and node.size > count:
             node = node.prev

@@ -13,6 +13,7 @@ import attrs
 from loop import tracing
 from loop._accumulate import Accumulator, stream_choices
 from loop._budget import _TURNS, Spend, charge_usage, exhausted_error, reserve
+from loop._checks import positive_int
 from loop._fanout import fan_out
 from loop._events import EventBus, TurnCompleted, TurnFailed, TurnStarted
 from loop._outcome import PENDING
@@ -210,8 +211,7 @@ class Step:
         when ``options`` set a seed. Tool calls of every sample are run, each sample's concurrently.
         Raises the first sample's error if any failed.
         """
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise UsageError(f"sample takes a number of samples n >= 1, got {n!r}")
+        positive_int("n (how many samples to take)", n)
         if not isinstance(state, State):
             raise UsageError(f"sample runs on a loop.State, got {state!r}")
         opts = attrs.evolve(self._options.merge(options), n=None)

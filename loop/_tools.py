@@ -21,6 +21,7 @@ import anyio
 import attrs
 
 from loop._argcheck import ArgumentChecker, CheckedArguments
+from loop._checks import positive_number
 from loop._protocols import ToolSpec
 from loop._schema import conversions, function_schema, json_value
 from loop.errors import UsageError
@@ -89,8 +90,7 @@ class FunctionTool:
         tool_name = name or getattr(fn, "__name__", None)
         if not isinstance(tool_name, str) or not _NAME.fullmatch(tool_name):
             raise UsageError(f"tool name must be letters, digits, '_', '-' or '.', got {tool_name!r}")
-        if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
-            raise UsageError(f"tool {tool_name!r}: timeout must be a positive number of seconds, got {timeout!r}")
+        positive_number(f"tool {tool_name!r}: timeout", timeout, unit="seconds", optional=True)
         doc_description, parameters = function_schema(fn, tool_name)
         self.spec = ToolSpec(tool_name, description or doc_description or tool_name, parameters)
         self.timeout = timeout

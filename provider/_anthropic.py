@@ -5,12 +5,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 import httpx
 
-from loop import Delta, DeltaStream, Reasoning, Request, Role, Text, ToolCall, ToolResult, Turn, UsageError, UseTool
+from loop import (Delta, DeltaStream, Reasoning, Request, Role, Text, ToolCall, ToolResult, Turn, UsageError, UseTool,
+                  int_at_least, positive_int)
 from loop.errors import StreamError
 from provider._anthropic_events import REDACTED, MessageEvents
 from provider._http import drain, json_data, sse_stream, status_error, transport_error
@@ -70,15 +71,11 @@ class Anthropic:
         key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
         if not isinstance(key, str) or not key.strip():
             raise UsageError("Anthropic needs an API key: set ANTHROPIC_API_KEY or pass api_key=")
-        if not _positive_int(max_tokens):
-            raise UsageError(f"max_tokens must be a positive integer, got {max_tokens!r}")
-        if thinking_budget is not None and not (_positive_int(thinking_budget) and thinking_budget >= 1024):
-            raise UsageError(f"thinking_budget must be an integer of at least 1024 tokens, got {thinking_budget!r}")
         self.model = model
         self.base_url = str(base_url).rstrip("/")
         self.who = "Anthropic" if url.host == "api.anthropic.com" else f"Anthropic-compatible server at {url.host}"
-        self.max_tokens = max_tokens
-        self.thinking_budget = thinking_budget
+        self.max_tokens = positive_int("max_tokens", max_tokens)
+        self.thinking_budget = int_at_least("thinking_budget", thinking_budget, 1024, optional=True)
         self._headers = {"x-api-key": key, "anthropic-version": API_VERSION, "content-type": "application/json",
                          **(headers or {})}
         self._own_client = client is None
@@ -176,10 +173,6 @@ class Anthropic:
 
     def __repr__(self) -> str:
         return f"Anthropic({self.model!r})"
-
-
-def _positive_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _blocks(turn: Turn) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from typing import Any, Union
 import anyio.lowlevel
 import attrs
 
-from loop import Delta, DeltaStream, Finish, Request, TextDelta, UsageError
+from loop import Delta, DeltaStream, Finish, Request, TextDelta, UsageError, positive_int
 from loop.errors import ScriptExhausted
 from provider._replies import Reply, ReplyPart, check_reply, chunks, interleave, reply_deltas
 
@@ -33,11 +33,6 @@ async def _play(deltas: list[Delta]) -> AsyncGenerator[Delta, None]:
 async def _raise(error: BaseException) -> AsyncGenerator[Delta, None]:
     raise error
     yield  # pragma: no cover - makes this an async generator
-
-
-def _check_chunk_size(chunk_size: object) -> None:
-    if not (isinstance(chunk_size, int) and not isinstance(chunk_size, bool) and chunk_size > 0):
-        raise UsageError(f"chunk_size must be a positive integer, got {chunk_size!r}")
 
 
 class _Script:
@@ -92,8 +87,7 @@ class Scripted:
         else:
             self._scripts = (_Script("", _replies(replies, "")),)
             self._keyed = False
-        _check_chunk_size(chunk_size)
-        self._chunk = chunk_size
+        self._chunk = positive_int("chunk_size", chunk_size)
         self._ids = itertools.count()
         self.requests: list[Request] = []
 
@@ -169,10 +163,9 @@ class Function:
     def __init__(self, fn: ReplyFunction, *, chunk_size: int = 16) -> None:
         if not callable(fn):
             raise UsageError(f"Function needs a callable taking a Request, got {fn!r}")
-        _check_chunk_size(chunk_size)
         self._fn = fn
         self._gen = inspect.isasyncgenfunction(fn)
-        self._chunk = chunk_size
+        self._chunk = positive_int("chunk_size", chunk_size)
         self._ids = itertools.count()
 
     def stream(self, request: Request) -> DeltaStream:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 import anyio
 
-from loop import Delta, DeltaStream, Provider, Request, UsageError, charge, tracing
+from loop import Delta, DeltaStream, Provider, Request, UsageError, charge, positive_int, tracing
 from loop.errors import ProviderError
 
 _log = tracing.logger("provider.retry")
@@ -48,14 +48,12 @@ class Retry:
     ) -> None:
         if not callable(getattr(inner, "stream", None)):
             raise UsageError(f"Retry wraps a provider (something with stream(request)), got {inner!r}")
-        if not (isinstance(attempts, int) and not isinstance(attempts, bool) and attempts >= 1):
-            raise UsageError(f"attempts must be an integer >= 1, got {attempts!r}")
         if not callable(sleep):
             raise UsageError(f"sleep must be an async function taking seconds, got {sleep!r}")
         if not callable(clock):
             raise UsageError(f"clock must be a function returning seconds, got {clock!r}")
         self.inner = inner
-        self.attempts = attempts
+        self.attempts = positive_int("attempts", attempts)
         self.base_delay = _seconds("base_delay", base_delay)
         self.max_delay = _seconds("max_delay", max_delay)
         self.max_total = _seconds("max_total", max_total, finite=False)

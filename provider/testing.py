@@ -50,6 +50,7 @@ from loop import (
     TurnCompleted,
     UsageDelta,
     UsageError,
+    positive_number,
 )
 from loop.errors import ConformanceError
 from provider._http import is_loopback
@@ -241,8 +242,7 @@ async def check_provider(
 
     Raises ``ConformanceError`` naming the first breach; returns ``None`` when the provider conforms.
     """
-    if not (isinstance(timeout, (int, float)) and timeout > 0):
-        raise UsageError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    positive_number("timeout", timeout, unit="seconds")
     await _collect(await _make(make_provider), "streaming one response", timeout)
     await _check_step(await _make(make_provider), timeout)
     await _check_aclose(await _make(make_provider), timeout)

@@ -17,7 +17,8 @@ from typing import Any
 import anyio
 import attrs
 
-from loop import ArgumentChecker, Tool, UsageError, index_tools, json_default, tool_timeout, tracing
+from loop import (ArgumentChecker, Tool, UsageError, index_tools, int_at_least, json_default, non_negative_int,
+                  positive_number, tool_timeout, tracing)
 from sandbox import _stubs
 
 _PATHLIKE = re.compile(r"(^|_)(path|paths|file|files|filename|filenames|dir|dirs|directory|folder)$", re.I)
@@ -58,14 +59,11 @@ class ToolBridge:
         max_result_bytes: int = 1_000_000,
     ) -> None:
         by_name = index_tools(tools, "in a bridge")
-        if not (isinstance(max_tool_calls, int) and not isinstance(max_tool_calls, bool) and max_tool_calls >= 0):
-            raise UsageError(f"max_tool_calls must be an integer >= 0, got {max_tool_calls!r}")
+        non_negative_int("max_tool_calls", max_tool_calls)
         if not (isinstance(module, str) and module.isidentifier()):
             raise UsageError(f"module must be a Python module name like 'tools', got {module!r}")
-        if not (isinstance(tool_timeout, (int, float)) and tool_timeout > 0):
-            raise UsageError(f"tool_timeout must be a positive number of seconds, got {tool_timeout!r}")
-        if not (isinstance(max_result_bytes, int) and max_result_bytes >= 1024):
-            raise UsageError(f"max_result_bytes must be an integer >= 1024, got {max_result_bytes!r}")
+        positive_number("tool_timeout", tool_timeout, unit="seconds")
+        int_at_least("max_result_bytes", max_result_bytes, 1024)
         specs = [t.spec for t in by_name.values()]
         _stubs.function_names(specs)  # refuses names that clash in the sandbox
         self.tools = tuple(by_name.values())

@@ -9,7 +9,7 @@ from typing import Any
 
 import attrs
 
-from loop import UsageError
+from loop import UsageError, int_at_least, positive_int, positive_number
 
 DEFAULT_IMAGE = "cognitive-loop-sandbox:latest"
 MIN_MEMORY_MB = 32  # below this the Python supervisor and interpreter cannot start reliably
@@ -77,18 +77,9 @@ class SandboxConfig:
         return self.memory_mb * 1024 * 1024
 
 
-def _positive_int(config: SandboxConfig, name: str, low: int = 1, high: int | None = None) -> None:
-    value = getattr(config, name)
-    if not (isinstance(value, int) and not isinstance(value, bool) and value >= low
-            and (high is None or value <= high)):
-        bounds = f">= {low}" if high is None else f"between {low} and {high}"
-        raise UsageError(f"SandboxConfig.{name} must be an integer {bounds}, got {value!r}")
-
-
-def _positive_number(config: SandboxConfig, name: str) -> None:
-    value = getattr(config, name)
-    if not (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0):
-        raise UsageError(f"SandboxConfig.{name} must be a positive number, got {value!r}")
+def _check_pids(pids: object) -> None:
+    if not (isinstance(pids, int) and not isinstance(pids, bool) and 8 <= pids <= MAX_PIDS):
+        raise UsageError(f"SandboxConfig.pids must be an integer between 8 and {MAX_PIDS}, got {pids!r}")
 
 
 def _check(config: SandboxConfig) -> None:
@@ -107,14 +98,14 @@ def _check(config: SandboxConfig) -> None:
     if not isinstance(config.image, str) or not config.image.strip():
         raise UsageError(f"SandboxConfig.image must name a Docker image, got {config.image!r}")
     _check_user(config.user)
-    _positive_int(config, "memory_mb", MIN_MEMORY_MB)
-    _positive_int(config, "pids", 8, MAX_PIDS)
-    _positive_int(config, "workdir_mb", 1)
-    _positive_int(config, "tmp_mb", 1)
-    _positive_int(config, "max_output_bytes", 1024)
-    _positive_number(config, "cpus")
-    _positive_number(config, "timeout")
-    _positive_number(config, "idle_ttl")
+    int_at_least("SandboxConfig.memory_mb", config.memory_mb, MIN_MEMORY_MB)
+    _check_pids(config.pids)
+    positive_int("SandboxConfig.workdir_mb", config.workdir_mb)
+    positive_int("SandboxConfig.tmp_mb", config.tmp_mb)
+    int_at_least("SandboxConfig.max_output_bytes", config.max_output_bytes, 1024)
+    positive_number("SandboxConfig.cpus", config.cpus)
+    positive_number("SandboxConfig.timeout", config.timeout, unit="seconds")
+    positive_number("SandboxConfig.idle_ttl", config.idle_ttl, unit="seconds")
     if config.workdir_mb + config.tmp_mb > config.memory_mb * 4:
         raise UsageError(f"SandboxConfig: workdir_mb + tmp_mb ({config.workdir_mb + config.tmp_mb}) is far above "
                          f"memory_mb ({config.memory_mb}); tmpfs lives in memory, so raise memory_mb first")

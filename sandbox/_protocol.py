@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
 
 import attrs
 
-from loop import LoopError, UsageError
+from loop import LoopError, UsageError, positive_number
 
 if TYPE_CHECKING:
     from sandbox._bridge import ToolBridge
@@ -152,9 +152,7 @@ def check_argv(argv: Sequence[str]) -> list[str]:
 
 
 def check_timeout(timeout: float | None) -> None:
-    if timeout is not None and not (isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
-                                    and timeout > 0):
-        raise UsageError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+    positive_number("timeout", timeout, unit="seconds", optional=True)
 
 
 def check_relative_path(path: object, what: str = "file path") -> str:

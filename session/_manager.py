@@ -13,7 +13,8 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from loop import EventBus, LoopError, Provider, State, Step, Tool, Turn, TurnExecutor, UsageError, tracing
+from loop import (EventBus, LoopError, Provider, State, Step, Tool, Turn, TurnExecutor, UsageError, positive_int,
+                  positive_number, tracing)
 from session._groups import unwrap
 from session._session import Session, TurnProcessor
 from session.stores._memory import MemoryStore
@@ -64,7 +65,10 @@ def step_factory(tools: Sequence[Tool] = (), **settings: Any) -> StepFactory:
 
 
 class Manager:
-    """Owns the store, the provider, the step factory and the processor, and every open session.
+    """Holds the store, the provider, the step factory and the processor, and owns every open session.
+
+    The store is the caller's: the manager never closes it (close a ``SQLiteStore`` with ``async with`` or
+    ``aclose`` after the manager's block).
 
     Use it as an async context manager: sessions' workers run in its task group and stop when it exits. A
     session not yet open is resumed from the store when it holds that id. Sessions idle for
@@ -97,12 +101,9 @@ class Manager:
         if make_step is not None and not callable(make_step):
             raise UsageError(f"make_step takes a function (provider, events) -> step, such as step_factory(tools), "
                              f"got {make_step!r}")
-        if not (isinstance(max_sessions, int) and not isinstance(max_sessions, bool) and max_sessions >= 1):
-            raise UsageError(f"max_sessions must be a positive integer, got {max_sessions!r}")
-        if not (isinstance(idle_timeout, (int, float)) and not isinstance(idle_timeout, bool) and idle_timeout > 0):
-            raise UsageError(f"idle_timeout must be a positive number of seconds, got {idle_timeout!r}")
-        if not (isinstance(queue_size, int) and not isinstance(queue_size, bool) and queue_size >= 1):
-            raise UsageError(f"queue_size must be a positive integer, got {queue_size!r}")
+        positive_int("max_sessions", max_sessions)
+        positive_number("idle_timeout", idle_timeout, unit="seconds")
+        positive_int("queue_size", queue_size)
         self.processor = processor
         self.provider = provider
         self.store = store if store is not None else MemoryStore()

@@ -27,6 +27,7 @@ from loop import (
     UsageError,
     current_scope,
     main_line,
+    non_negative_int,
     tracing,
 )
 from loop import Wake
@@ -127,9 +128,7 @@ class Session:
         self.events = events if events is not None else EventBus()
         self._stored = state if state is not None else State()
         self._executor = Persisting(self)
-        if queue_size < 0:
-            raise UsageError(f"queue_size must be >= 0, got {queue_size!r}")
-        self._queue_size = queue_size
+        self._queue_size = non_negative_int("queue_size", queue_size)
         # The FIFO the worker reads; ``_wake`` is set when the worker waits on an empty queue.
         self._queue: deque[_Message] = deque()
         self._wake: Wake | None = None

@@ -21,8 +21,9 @@ PUBLIC = {
         "ToolResult", "ToolSpec", "ToolStarted", "Transform", "Turn", "TurnCompleted", "TurnExecutor", "TurnFailed",
         "TurnKind", "TurnRunner", "TurnStarted", "TurnSubmitter", "Usage", "UsageDelta", "UsageError", "UseTool",
         "Wake", "approx_tokens", "as_completed", "branch", "carry", "charge", "charging", "current_scope",
-        "delta_from_dict", "delta_to_dict", "fan_out", "index_tools", "json_default", "main_line", "on_progress",
-        "part_from_dict", "part_to_dict", "run_path", "scope", "tool", "tool_timeout",
+        "delta_from_dict", "delta_to_dict", "fan_out", "index_tools", "int_at_least", "json_default", "main_line",
+        "non_negative_int", "on_progress", "part_from_dict", "part_to_dict", "positive_int", "positive_number",
+        "run_path", "scope", "tool", "tool_timeout",
     ],
     "loop.errors": [
         "AuthenticationError", "BadRequestError", "BudgetExhausted", "ConformanceError", "LoopError",

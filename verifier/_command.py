@@ -13,7 +13,7 @@ from typing import Union
 import anyio
 from anyio.abc import ByteSendStream, Process
 
-from loop import State, UsageError
+from loop import State, UsageError, positive_number
 from sandbox import ExecResult, Sandbox, SandboxError
 from verifier._core import Result, Status
 
@@ -54,8 +54,7 @@ class CommandVerifier:
             raise UsageError(f"CommandVerifier needs a non-empty name, got {name!r}")
         if isinstance(argv, str) or not argv or not all(isinstance(a, str) for a in argv):
             raise UsageError(f"argv must be a non-empty list of strings, like ['pytest', '-q'], got {argv!r}")
-        if not (isinstance(timeout, (int, float)) and timeout > 0):
-            raise UsageError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        positive_number("timeout", timeout, unit="seconds")
         _check_sandboxing(sandbox, files, cwd, env)
         self.sandbox = sandbox
         self.files = files

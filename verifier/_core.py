@@ -10,7 +10,7 @@ from typing import Protocol, runtime_checkable
 import anyio
 import attrs
 
-from loop import State, UsageError, branch, tracing
+from loop import State, UsageError, branch, positive_number, tracing
 
 _log = tracing.logger("verifier")
 
@@ -91,8 +91,7 @@ async def run_all(
     verifiers = check_verifiers(verifiers, "run_all")
     if not isinstance(state, State):
         raise UsageError(f"run_all verifies a loop.State, got {state!r}")
-    if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
-        raise UsageError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+    positive_number("timeout", timeout, unit="seconds", optional=True)
     results: list[Result | None] = [None] * len(verifiers)
 
     async def run_one(index: int) -> None:

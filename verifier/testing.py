@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from loop import State, UsageError
+from loop import State, UsageError, positive_number
 from loop.errors import ConformanceError
 from verifier._core import Result, Status
 
@@ -34,8 +34,7 @@ async def check_verifier(verifier: Any, *, passing: State, failing: State, timeo
     """
     if not isinstance(passing, State) or not isinstance(failing, State):
         raise UsageError(f"passing and failing must be loop.State values, got {passing!r} and {failing!r}")
-    if not (isinstance(timeout, (int, float)) and timeout > 0):
-        raise UsageError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    positive_number("timeout", timeout, unit="seconds")
     name = getattr(verifier, "name", None)
     if not isinstance(name, str) or not name:
         raise ConformanceError(f"{verifier!r}: name must be a non-empty str, got {name!r}")

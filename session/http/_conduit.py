@@ -11,7 +11,7 @@ import anyio.abc
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
-from loop import UsageError
+from loop import UsageError, positive_int, positive_number
 from provider import is_loopback
 from session._manager import Manager
 from session._serving import listen, serve_asgi
@@ -71,15 +71,12 @@ class HTTPConduit:
                              "every session; pass token=... or serve a loopback host (127.0.0.1)")
         if not (isinstance(port, int) and not isinstance(port, bool) and 0 <= port <= 65535):
             raise UsageError(f"port must be 0..65535 (0: any free port), got {port!r}")
-        if not (isinstance(max_body_bytes, int) and max_body_bytes > 0):
-            raise UsageError(f"max_body_bytes must be a positive integer, got {max_body_bytes!r}")
+        positive_int("max_body_bytes", max_body_bytes)
         if rate_limit is not None and not isinstance(rate_limit, RateLimit):
             raise UsageError(f"rate_limit must be a RateLimit or None, got {rate_limit!r}")
-        for name, value in (("keepalive", keepalive), ("shutdown_timeout", shutdown_timeout)):
-            if not (isinstance(value, (int, float)) and value > 0):
-                raise UsageError(f"{name} must be a positive number of seconds, got {value!r}")
-        if not (isinstance(event_log_size, int) and event_log_size >= 1):
-            raise UsageError(f"event_log_size must be a positive integer, got {event_log_size!r}")
+        positive_number("keepalive", keepalive, unit="seconds")
+        positive_number("shutdown_timeout", shutdown_timeout, unit="seconds")
+        positive_int("event_log_size", event_log_size)
         self.host, self.port = host, port
         self.max_body_bytes = max_body_bytes
         self.rate_limit = rate_limit

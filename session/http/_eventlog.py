@@ -12,7 +12,7 @@ from typing import Any, Union
 import anyio
 import attrs
 
-from loop import EventBus, Stamped, UsageError
+from loop import EventBus, Stamped, UsageError, non_negative_int, positive_int
 from session.http._wire import dumps, event_to_json
 
 __all__ = ["EventLog", "EventReader", "EventsLost", "LoggedEvent", "time_ids"]
@@ -58,11 +58,8 @@ class EventLog:
     """
 
     def __init__(self, events: EventBus, *, size: int = 10_000, first_id: int = 1) -> None:
-        if not (isinstance(size, int) and not isinstance(size, bool) and size >= 1):
-            raise UsageError(f"an event log's size must be a positive integer, got {size!r}")
-        if not (isinstance(first_id, int) and not isinstance(first_id, bool) and first_id >= 1):
-            raise UsageError(f"an event log's first id must be a positive integer, got {first_id!r}")
-        self.size = size
+        self.size = positive_int("an event log's size", size)
+        positive_int("an event log's first id", first_id)
         self.events = events
         self.closed = False
         self._subscription = events.subscribe(buffer=None, stamped=True, main_line=True)
@@ -146,8 +143,7 @@ class EventLog:
     def reader(self, after: int = 0) -> EventReader:
         """A reader of the events after id ``after`` (0: from the start). An id from before this log's first
         (one a log it replaced gave out) reads from its start; an id beyond the newest, from the newest on."""
-        if not (isinstance(after, int) and not isinstance(after, bool) and after >= 0):
-            raise UsageError(f"'after' must be an event id >= 0, got {after!r}")
+        non_negative_int("'after' (an event id)", after)
         self.catch_up()
         return EventReader(self, min(max(after, self._start - 1), self.last_id))
 

@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from loop import LoopError, UsageError, tracing
+from loop import LoopError, positive_int, positive_number, tracing
 from session._bearer import BearerAuth as BearerAuth  # the conduit's guards include the shared bearer check
 from session._manager import SessionLimit
 from session._session import SessionBusy, SessionClosed
@@ -115,10 +115,8 @@ class RateLimit:
     burst: int = 40
 
     def __attrs_post_init__(self) -> None:
-        if not (isinstance(self.per_second, (int, float)) and self.per_second > 0):
-            raise UsageError(f"per_second must be a positive number, got {self.per_second!r}")
-        if not (isinstance(self.burst, int) and self.burst >= 1):
-            raise UsageError(f"burst must be a positive integer, got {self.burst!r}")
+        positive_number("per_second", self.per_second)
+        positive_int("burst", self.burst)
 
 
 class RequestLog:

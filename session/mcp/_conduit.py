@@ -25,7 +25,7 @@ from mcp.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
-from loop import LoopError, Role, State, ToolFinished, TurnCompleted, UsageError, tracing
+from loop import LoopError, Role, State, ToolFinished, TurnCompleted, UsageError, positive_number, tracing
 from provider import is_loopback
 from session._bearer import BearerAuth
 from session._serving import listen, serve_asgi
@@ -80,8 +80,7 @@ class MCPConduit:
                 raise UsageError(f"port must be 0..65535 (0: any free port), got {port!r}")
             if not isinstance(path, str) or not path.startswith("/"):
                 raise UsageError(f"path must start with '/', got {path!r}")
-            if not (isinstance(shutdown_timeout, (int, float)) and shutdown_timeout > 0):
-                raise UsageError(f"shutdown_timeout must be a positive number of seconds, got {shutdown_timeout!r}")
+            positive_number("shutdown_timeout", shutdown_timeout, unit="seconds")
         self.transport = transport
         self.tool, self.description, self.name = tool, description, name
         self.host, self.port, self.path = host, port, path

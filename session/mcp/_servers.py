@@ -13,15 +13,9 @@ from typing import Any, Union
 
 import attrs
 
-from loop import UsageError
+from loop import UsageError, positive_number
 
 UNSAFE = re.compile(r"[^A-Za-z0-9_-]")  # model APIs accept tool names of letters, digits, '_' and '-' only
-
-
-def check_seconds(name: str, value: Any) -> None:
-    """Raise ``UsageError`` unless ``value`` is ``None`` (not set) or a positive number of seconds."""
-    if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0):
-        raise UsageError(f"{name} must be a positive number of seconds, got {value!r}")
 
 
 def _names(value: Any) -> tuple[str, ...] | None:
@@ -44,7 +38,7 @@ def _exclude(value: Any) -> tuple[str, ...]:
 
 
 def _check_timeout(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    check_seconds(attribute.name, value)
+    positive_number(attribute.name, value, unit="seconds", optional=True)  # None: MCPTools' timeout
 
 
 def _check_name(_: Any, __: Any, value: Any) -> None:

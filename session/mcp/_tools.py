@@ -26,10 +26,10 @@ import anyio.abc
 import jsonschema
 import mcp_types as types
 
-from loop import ToolSpec, UsageError, tracing
+from loop import ToolSpec, UsageError, positive_number, tracing
 from session._groups import errors_in, unwrap
 from session.mcp._connection import Connection, MCPConnectionError, MCPToolError, render_result
-from session.mcp._servers import UNSAFE, MCPHTTPServer, MCPServer, MCPStdioServer, check_seconds
+from session.mcp._servers import UNSAFE, MCPHTTPServer, MCPServer, MCPStdioServer
 
 __all__ = ["MCPConnectionError", "MCPTool", "MCPToolError", "MCPTools", "render_result"]
 _log = tracing.logger("session.mcp")
@@ -75,13 +75,11 @@ class MCPTools:
                 raise UsageError(f"MCPTools takes MCPStdioServer or MCPHTTPServer values, got {server!r}")
         if not servers:
             raise UsageError("MCPTools needs at least one server")
-        check_seconds("timeout", timeout)
-        check_seconds("connect_timeout", connect_timeout)
         if not isinstance(separator, str) or not separator or separator.isspace():
             raise UsageError(f"separator must be a non-empty string, got {separator!r}")
         self.servers = servers
-        self.timeout = float(timeout)
-        self.connect_timeout = float(connect_timeout)
+        self.timeout = positive_number("timeout", timeout, unit="seconds")
+        self.connect_timeout = positive_number("connect_timeout", connect_timeout, unit="seconds")
         self.separator = separator
         self._tools: tuple[MCPTool, ...] = ()
         self._connections: list[Connection] = []

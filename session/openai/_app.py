@@ -71,7 +71,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from loop import LoopError, UsageError, tracing
+from loop import LoopError, UsageError, positive_int, positive_number, tracing
 from session._bearer import BearerAuth, Refusal
 from session._manager import Manager, SessionLimit
 from session._session import Session
@@ -145,10 +145,8 @@ class _Endpoint:
             raise UsageError(f"openai_routes needs a session Manager, got {manager!r}")
         if not isinstance(model_name, str) or not model_name:
             raise UsageError(f"model_name must be a non-empty string, got {model_name!r}")
-        if not (isinstance(max_body_bytes, int) and max_body_bytes > 0):
-            raise UsageError(f"max_body_bytes must be a positive integer, got {max_body_bytes!r}")
-        if not (isinstance(keepalive, (int, float)) and not isinstance(keepalive, bool) and keepalive > 0):
-            raise UsageError(f"keepalive must be a positive number of seconds, got {keepalive!r}")
+        positive_int("max_body_bytes", max_body_bytes)
+        positive_number("keepalive", keepalive, unit="seconds")
         if session_access is not None and not callable(session_access):
             raise UsageError(f"session_access must be a function (request, session_id) -> bool, got {session_access!r}")
         if session_key is not None and not callable(session_key):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from loop import LoopError, State, Turn, UsageError
+from loop import LoopError, State, Turn, UsageError, non_negative_int
 
 
 class StoreError(LoopError):
@@ -55,8 +55,7 @@ def check_session_id(session_id: Any) -> str:
 
 def check_append(session_id: str, stored: int, start: Any, turns: Sequence[Turn]) -> None:
     """Raise what a store must raise for a bad append, before anything is written."""
-    if not isinstance(start, int) or isinstance(start, bool) or start < 0:
-        raise UsageError(f"start must be a turn index >= 0, got {start!r}")
+    non_negative_int("start (a turn index)", start)
     if start > stored:
         raise StoreConflict(f"session {session_id!r} holds {stored} turns; an append starting at turn {start} "
                             "would leave a gap")

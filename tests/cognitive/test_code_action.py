@@ -165,6 +165,8 @@ def test_misuse_is_a_usage_error() -> None:
         CodeAction(step, no_tools, max_repairs=-1)
     with pytest.raises(UsageError, match="timeout"):
         CodeAction(step, no_tools, timeout=0)
+    with pytest.raises(UsageError, match="timeout must be a positive number of seconds or None, got True"):
+        CodeAction(step, no_tools, timeout=True)
     assert isinstance(CodeAction(step, no_tools), Pattern)
 
 

@@ -149,3 +149,10 @@ def test_inner_and_submitter_are_checked() -> None:
         WithVerification(step, step)  # a step is not a pattern
     with pytest.raises(UsageError, match="TurnSubmitter"):
         WithVerification(SingleShot(step), object())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [0, -1, True, "300"])
+def test_a_bad_verifier_timeout_is_refused_at_construction(value: object) -> None:
+    step = Step(Scripted([]))
+    with pytest.raises(UsageError, match="verifier_timeout must be a positive number of seconds or None"):
+        WithVerification(SingleShot(step), step, verifier_timeout=value)  # type: ignore[arg-type]

@@ -103,7 +103,7 @@ def test_sampling_options() -> None:
 
 @pytest.mark.parametrize("value", [0, -1, 2.0, "3", True])
 def test_n_must_be_an_integer_of_at_least_1(value: Any) -> None:
-    with pytest.raises(UsageError, match="n .*must be an integer of at least 1"):
+    with pytest.raises(UsageError, match=r"n \(how many choices to return\) must be a positive integer or None"):
         Options(n=value)
 
 

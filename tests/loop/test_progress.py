@@ -197,9 +197,9 @@ def test_prefix_keeps_the_first_turns_and_the_meta() -> None:
     assert len(state) == 5
 
 
-@pytest.mark.parametrize("count", [-1, 1.5, "2", None])
+@pytest.mark.parametrize("count", [-1, 1.5, "2", None, True])
 def test_prefix_rejects_bad_counts(count: Any) -> None:
-    with pytest.raises(UsageError, match="prefix takes a turn count"):
+    with pytest.raises(UsageError, match="prefix's turn count must be an integer >= 0"):
         chat(2).prefix(count)
 
 

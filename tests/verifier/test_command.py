@@ -211,6 +211,7 @@ async def test_a_command_that_ignores_its_stdin_is_judged_by_its_exit_status() -
         ({"timeout": 0}, "timeout must be a positive number"),
         ({"timeout": -2}, "timeout must be a positive number"),
         ({"timeout": "60"}, "timeout must be a positive number"),
+        ({"timeout": True}, "timeout must be a positive number"),
     ],
 )
 def test_bad_arguments_are_usage_errors(kwargs: dict[str, Any], message: str) -> None:

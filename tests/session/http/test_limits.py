@@ -86,6 +86,10 @@ def test_a_rate_limit_must_make_sense() -> None:
         RateLimit(per_second=0)
     with pytest.raises(UsageError, match="burst"):
         RateLimit(burst=0)
+    with pytest.raises(UsageError, match="per_second must be a positive number, got True"):
+        RateLimit(per_second=True)
+    with pytest.raises(UsageError, match="burst must be a positive integer, got True"):
+        RateLimit(burst=True)
     with pytest.raises(UsageError, match="rate_limit"):
         HTTPConduit(token="t", rate_limit=20)  # type: ignore[arg-type]
 

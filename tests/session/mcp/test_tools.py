@@ -270,6 +270,8 @@ def test_settings_are_checked() -> None:
         MCPTools("python -m server")  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="connect_timeout"):
         MCPTools(MCPStdioServer("x"), connect_timeout=-1)
+    with pytest.raises(UsageError, match="timeout must be a positive number of seconds, got None"):
+        MCPTools(MCPStdioServer("x"), timeout=None)  # type: ignore[arg-type]
     assert "s3cret" not in repr(MCPHTTPServer("http://127.0.0.1/mcp", token="s3cret", headers={"X-Key": "s3cret"}))
     assert "s3cret" not in repr(MCPStdioServer("server", env={"API_KEY": "s3cret"}))
     assert MCPStdioServer("server", cwd=ROOT).cwd == str(ROOT)
