@@ -70,8 +70,8 @@ class SQLiteStore:
 
     Each append is one transaction: its turns (one row each) and the conversation's meta are written together
     or not at all. Rows are only ever inserted: moving to a branch starts a new revision whose rows supersede
-    the old ones from the branch point on, and the old rows stay as a record of what was tried. With the WAL journal and ``synchronous="NORMAL"`` (the default) a committed append survives
-    the process being killed; ``synchronous="FULL"`` also survives a power cut, at the cost of an fsync per
+    the old ones from the branch point on, and the old rows stay as a record of what was tried. With the WAL
+    journal and ``synchronous="NORMAL"`` (the default) a committed append survives the process being killed; ``synchronous="FULL"`` also survives a power cut, at the cost of an fsync per
     append. Turns are never updated in place. Calls run in a worker thread, one at a time.
 
     The store opens its file on first use and holds it until ``aclose`` (or the end of ``async with store``),
@@ -88,6 +88,10 @@ class SQLiteStore:
         self._closed = False  # set by aclose, in the worker thread, under _db_lock
         self._lock = anyio.Lock()
         self._db_lock = threading.Lock()
+        # Group commit: appends that arrive while a transaction is being written wait, and the next transaction
+        # takes them all. Measured on 1,000 sessions x 5 messages: 2.05 s with one transaction per append,
+        # 0.68 s grouped (0.87-0.95 s inside the full benchmark run). The flags on each _Write (taken, handed,
+        # done) are what let a cancelled or failed append be told apart from one already written.
         self._waiting: list[_Write] = []  # appends not yet taken into a transaction
         self._writer_busy = False  # an append is writing (or about to): the others wait for it
 
