@@ -71,8 +71,9 @@ class SQLiteStore:
     Each append is one transaction: its turns (one row each) and the conversation's meta are written together
     or not at all. Rows are only ever inserted: moving to a branch starts a new revision whose rows supersede
     the old ones from the branch point on, and the old rows stay as a record of what was tried. With the WAL
-    journal and ``synchronous="NORMAL"`` (the default) a committed append survives the process being killed; ``synchronous="FULL"`` also survives a power cut, at the cost of an fsync per
-    append. Turns are never updated in place. Calls run in a worker thread, one at a time.
+    journal and ``synchronous="NORMAL"`` (the default) a committed append survives the process being killed;
+    ``synchronous="FULL"`` also survives a power cut, at the cost of an fsync per append. Turns are never
+    updated in place. Calls run in a worker thread, one at a time.
 
     The store opens its file on first use and holds it until ``aclose`` (or the end of ``async with store``),
     as a file object does: whoever makes the store closes it. Closing is final: a closed store raises
