@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Union
+from typing import Any, Union, cast
 
 import anyio
 import attrs
@@ -106,11 +106,12 @@ class Step:
     async def view(self, state: State) -> State:
         """What the model sees of ``state``: the state passed through every transform (sync or async)."""
         for transform in self._transforms:
-            state = transform(state)  # type: ignore[assignment]
-            if inspect.isawaitable(state):
-                state = await state
-            if not isinstance(state, State):
-                raise UsageError(f"transform {transform!r} returned {state!r}, not a State")
+            viewed = transform(state)
+            if inspect.isawaitable(viewed):
+                viewed = await viewed
+            if not isinstance(viewed, State):
+                raise UsageError(f"transform {transform!r} returned {viewed!r}, not a State")
+            state = viewed
         return state
 
     async def submit(
@@ -222,10 +223,13 @@ class Step:
             return functools.partial(self.turn, state, seeded)
 
         results = await fan_out([job(i) for i in range(n)], name="sample")
+        states: list[State] = []
         for result in results:
             if result.error is not None:
                 raise result.error
-        return tuple(r.state for r in results)  # type: ignore[misc]
+            assert result.state is not None  # a branch without an error ended in a state
+            states.append(result.state)
+        return tuple(states)
 
     async def _sample_natively(self, state: State, n: int, opts: Options) -> tuple[State, ...]:
         opts = attrs.evolve(opts, n=n)
@@ -251,7 +255,8 @@ class Step:
             async with anyio.create_task_group() as group:
                 for index in missing:
                     group.start_soon(ask, index)
-        turns: list[Turn] = got  # type: ignore[assignment]
+        turns = [turn for turn in got if turn is not None]
+        assert len(turns) == n  # every missing sample was asked for again
         states: list[State] = [state.append_turn(turn) for turn in turns]
         if opts.run_tools is False:  # as Step.turn does: the calls stay open for someone else to decide on
             return tuple(s.with_outcome(PENDING, "tool calls left pending: the sample was asked not to run tools")
@@ -285,8 +290,9 @@ class Step:
         return state.append_turn(turn)
 
     def _view(self, state: State) -> State:
+        """``view`` when every transform is sync (checked at construction): no awaits on the hot path."""
         for transform in self._transforms:
-            state = transform(state)  # type: ignore[assignment]
+            state = cast(State, transform(state))  # sync transforms return a State
         return state
 
     async def _stream(self, request: Request, opts: Options, bus: EventBus) -> Turn:

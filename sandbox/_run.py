@@ -165,7 +165,7 @@ class _Follower:
         self.job = job
         self.out, self.err = Capped(job.max_output), Capped(job.max_output)
         self.bridge: BridgeRun | None = job.bridge.start() if job.bridge is not None else None
-        self.report: dict[str, object] | None = None
+        self.report: _Report | None = None
         self.violation: str | None = None
         self._send_lock = anyio.Lock()
 
@@ -189,8 +189,8 @@ class _Follower:
         elif kind == b"C" and self.bridge is not None:
             admitted = self.bridge.admit(payload)
             if self.bridge.flooding:
-                raise ProtocolViolation(f"{self.bridge.calls:,} tool calls, far past the cap of "
-                                        f"{self.job.bridge.max_tool_calls}")  # type: ignore[union-attr]
+                cap = self.job.bridge.max_tool_calls if self.job.bridge is not None else 0
+                raise ProtocolViolation(f"{self.bridge.calls:,} tool calls, far past the cap of {cap}")
             if isinstance(admitted, bytes):
                 await self._answer(admitted)
             else:
@@ -211,41 +211,48 @@ class _Follower:
 
 def _result(job: Job, run: _Follower, *, timed_out: bool, duration: float) -> ExecResult:
     """The run as an ``ExecResult``: its exit report (or what a missing one means) and notes on stderr."""
-    report = run.report
-    if report is None:
-        report = {"exit_code": 137 if timed_out else 1, "error": None, "oom_kills": 0}
+    report = run.report if run.report is not None else _Report(137 if timed_out else 1)
     stderr = run.err.text("stderr")
-    error = report.get("error")
-    if isinstance(error, str):
+    error = report.error
+    if error is not None:
         stderr += ("" if not stderr or stderr.endswith("\n") else "\n") + f"sandbox: {error}\n"
     if timed_out:
         stderr += f"\n[sandbox: killed: the program ran past its {job.timeout:g} s timeout]\n"
     if run.violation:
         stderr += f"\n[sandbox: the run was stopped: its output broke the sandbox protocol ({run.violation})]\n"
-    oom = int(report.get("oom_kills") or 0) > 0  # type: ignore[call-overload]
+    oom = report.oom_kills > 0
     if oom:
         stderr += "\n[sandbox: killed: the run reached its memory limit and the out-of-memory killer ended it]\n"
     return ExecResult(
-        exit_code=int(report["exit_code"]),  # type: ignore[call-overload]
+        exit_code=report.exit_code,
         stdout=run.out.text("stdout"),
         stderr=stderr,
         timed_out=timed_out,
         oom_killed=oom,
         truncated=run.out.truncated or run.err.truncated,
-        error=error if isinstance(error, str) else None,
+        error=error,
         tool_calls=run.bridge.calls if run.bridge is not None else 0,
         duration=duration,
     )
 
 
-def _report(payload: bytes) -> dict[str, object]:
+@attrs.frozen
+class _Report:
+    """The supervisor's exit report: the program's exit code, why it could not start, out-of-memory kills."""
+
+    exit_code: int
+    error: str | None = None
+    oom_kills: int = 0
+
+
+def _report(payload: bytes) -> _Report:
     try:
         report = json.loads(payload)
         code = report["exit_code"]
-        if type(code) is not int or not isinstance(report.get("oom_kills", 0), int):
+        kills = report.get("oom_kills", 0)
+        if type(code) is not int or type(kills) is not int:
             raise ValueError
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         raise ProtocolViolation("a malformed exit report") from None
     error = report.get("error")
-    return {"exit_code": code, "error": error if isinstance(error, str) else None,
-            "oom_kills": max(report.get("oom_kills", 0), 0)}
+    return _Report(code, error if isinstance(error, str) else None, max(kills, 0))
