@@ -10,7 +10,6 @@ import functools
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +43,10 @@ from session import (
     MessageFinished,
     Session,
     SQLiteStore,
-    Store,
     TurnStored,
     step_factory,
 )
+from tests.session.store_kinds import opened_store
 from tests.session import blocking_sub_agent_program as program
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,18 +81,6 @@ def assert_stored_is(stored: State | None, state: State) -> None:
     assert stored is not None
     assert stored.to_json() == state.to_json()
     assert [t.to_dict() for t in stored] == [t.to_dict() for t in state]
-
-
-@asynccontextmanager
-async def opened_store(kind: str, tmp_path: Path) -> AsyncIterator[Store]:
-    if kind == "memory":
-        yield MemoryStore()
-        return
-    store = SQLiteStore(tmp_path / "conversations.db")
-    try:
-        yield store
-    finally:
-        await store.aclose()
 
 
 class Gate:

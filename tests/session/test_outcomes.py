@@ -27,7 +27,6 @@ from session import (
     MemoryStore,
     MessageFailed,
     MessageFinished,
-    SQLiteStore,
     Store,
     StoreError,
     TurnProcessor,
@@ -35,6 +34,7 @@ from session import (
 )
 from session.mcp import MCPConduit
 from session.openai import openai_app
+from tests.session.store_kinds import opened_store
 from verifier import FunctionVerifier, Result, failed, passed
 
 CAPPED = "capped answer"
@@ -204,18 +204,6 @@ async def test_the_mcp_tool_reports_a_clean_retry_as_a_success_and_a_degraded_ru
 
 
 # -- runs that raise ------------------------------------------------------------------------------------------
-
-
-@asynccontextmanager
-async def opened_store(kind: str, tmp_path: Path) -> AsyncIterator[Store]:
-    if kind == "memory":
-        yield MemoryStore()
-        return
-    store = SQLiteStore(tmp_path / "conversations.db")
-    try:
-        yield store
-    finally:
-        await store.aclose()
 
 
 def fails_on_request(request: Request) -> Any:
