@@ -18,7 +18,7 @@ import anyio.lowlevel
 
 from loop import tracing
 from loop._argcheck import ArgumentChecker
-from loop._budget import _TOOLS, exhausted_error
+from loop._budget import _TOOLS, Spend, exhausted_error
 from loop._checks import positive_int, positive_number
 from loop._events import EventBus, ToolFinished, ToolStarted
 from loop._parts import ToolCall, ToolResult
@@ -116,14 +116,9 @@ class ToolPipeline:
             bus.publish(ToolStarted(call))
         started = time.perf_counter()
         try:
-            scope = current_scope()
-            for spend in scope.budgets:
-                reason = spend.refusal(_TOOLS)
-                if reason is not None:
-                    spend.refuse(reason)
-                    raise exhausted_error(spend, None)
-            for spend in scope.budgets:
-                spend._add(_TOOLS, 1, scope.path)
+            refused = _reserve_call()
+            if refused is not None:
+                raise exhausted_error(refused, None)
             with branch(f"tool:{call.name}#{call.id}"):
                 value = await tool.call(arguments)
         except BaseException as exc:
@@ -167,16 +162,9 @@ class ToolPipeline:
         arguments = self._checkers[call.name].parse(call.arguments)
         if isinstance(arguments, str):
             return error_result(call, arguments)
-        scope = current_scope()
-        budgets = scope.budgets
-        if budgets:  # reserved before the call, to the path that made it: the limit is hard
-            for spend in budgets:
-                reason = spend.refusal(_TOOLS)
-                if reason is not None:
-                    spend.refuse(reason)  # the run stops at its next model call
-                    return error_result(call, f"not run: {exhausted_error(spend, None)}")
-            for spend in budgets:
-                spend._add(_TOOLS, 1, scope.path)
+        refused = _reserve_call()
+        if refused is not None:
+            return error_result(call, f"not run: {exhausted_error(refused, None)}")
         timeout = self._timeouts.get(call.name) or self.timeout
         try:
             # The tool runs in a branch of its own: an agent it runs is never taken for the caller's conversation.
@@ -193,6 +181,23 @@ class ToolPipeline:
             _log.warning("tool raised", tool=call.name, call_id=call.id, error=repr(exc))
             return error_result(call, truncate(f"the tool raised {type(exc).__name__}: {exc}", self.max_result_chars))
         return ToolResult(call.id, call.name, truncate(content, self.max_result_chars))
+
+
+def _reserve_call() -> Spend | None:
+    """Reserve one tool call in every budget of the run scope, charged to the path that makes it (the limit is
+    hard); the budget that refuses it, marked run out (the run stops at its next model call), or ``None``."""
+    scope = current_scope()
+    budgets = scope.budgets
+    if not budgets:
+        return None
+    for spend in budgets:
+        reason = spend.refusal(_TOOLS)
+        if reason is not None:
+            spend.refuse(reason)
+            return spend
+    for spend in budgets:
+        spend._add(_TOOLS, 1, scope.path)
+    return None
 
 
 def error_result(call: ToolCall, message: str) -> ToolResult:
