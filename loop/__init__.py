@@ -16,6 +16,7 @@ from loop._events import (
     TurnStarted,
 )
 from loop._argcheck import ArgumentChecker
+from loop._ask import Asked, ask
 from loop._budget import PRICES, Budget, Price, Spend, Spent, charge
 from loop._checks import int_at_least, non_negative_int, positive_int, positive_number
 from loop._codec import delta_from_dict, delta_to_dict, part_from_dict, part_to_dict
@@ -43,7 +44,8 @@ from loop._protocols import (
     UseTool,
 )
 from loop._pipeline import CANCELLED, ToolPipeline
-from loop._scope import Carried, RunScope, branch, carry, charging, current_scope, main_line, run_path, scope
+from loop._scope import (Carried, RunScope, branch, carry, charging, current_scope, main_line, run_path, scope,
+                         turn_options)
 from loop._state import State
 from loop._step import Step, Transform
 from loop._tokens import TokenCounter, approx_tokens
@@ -54,6 +56,7 @@ from loop.errors import LoopError, UsageError
 
 __all__ = [
     "ArgumentChecker",
+    "Asked",
     "BranchResult",
     "Budget",
     "BudgetReport",
@@ -114,6 +117,7 @@ __all__ = [
     "Wake",
     "approx_tokens",
     "as_completed",
+    "ask",
     "branch",
     "carry",
     "charge",
@@ -136,4 +140,5 @@ __all__ = [
     "scope",
     "tool",
     "tool_timeout",
+    "turn_options",
 ]

@@ -26,6 +26,7 @@ from loop.errors import UsageError
 
 if TYPE_CHECKING:
     from loop._budget import Spend
+    from loop._protocols import Options
 
 
 _NO_TASK = object()  # what a worker thread is: no task, so it never owns a line
@@ -57,15 +58,18 @@ class Line:
 
 class RunScope:
     """Where the code running now stands: its run ``path``, the ``budgets`` it is charged to, its ``line``,
-    and the ``task`` that owns that line here (``None``: any task, as at the root). Read-only."""
+    the ``task`` that owns that line here (``None``: any task, as at the root), and the ``options`` every turn
+    run here takes over its step's own (``None``: none; see ``turn_options``). Read-only."""
 
-    __slots__ = ("path", "budgets", "line", "task")
+    __slots__ = ("path", "budgets", "line", "task", "options")
 
-    def __init__(self, path: str, budgets: tuple[Spend, ...], line: Line, task: Any) -> None:
+    def __init__(self, path: str, budgets: tuple[Spend, ...], line: Line, task: Any,
+                 options: Options | None = None) -> None:
         self.path = path
         self.budgets = budgets
         self.line = line
         self.task = task
+        self.options = options
 
     @property
     def on_main_line(self) -> bool:
@@ -73,7 +77,7 @@ class RunScope:
         return self.line.main and (self.task is None or self.task is current_task())
 
     def child(self, name: str) -> RunScope:
-        return RunScope(_join(self.path, name), self.budgets, self.line, self.task)
+        return RunScope(_join(self.path, name), self.budgets, self.line, self.task, self.options)
 
     def __repr__(self) -> str:
         return f"RunScope(path={self.path!r}, line={self.line!r}, budgets={len(self.budgets)})"
@@ -129,7 +133,8 @@ def branch(name: str) -> _Enter:
     """``with branch("sample 3"):`` — run the block as a branch owned by the current task: its turns are
     charged to the enclosing budgets but never stored or streamed as the main line."""
     parent = _current.get()
-    return _Enter(RunScope(_join(parent.path, _check_name(name)), parent.budgets, Line(main=False), current_task()))
+    return _Enter(RunScope(_join(parent.path, _check_name(name)), parent.budgets, Line(main=False), current_task(),
+                           parent.options))
 
 
 def main_line(name: str | None = None) -> _Enter:
@@ -137,14 +142,28 @@ def main_line(name: str | None = None) -> _Enter:
     message it processes). Turns in other tasks that inherit it without declaring a branch are branches."""
     parent = _current.get()
     path = parent.path if name is None else _join(parent.path, _check_name(name))
-    return _Enter(RunScope(path, parent.budgets, Line(main=True), current_task()))
+    return _Enter(RunScope(path, parent.budgets, Line(main=True), current_task(), parent.options))
 
 
 def charging(spend: Spend) -> _Enter:
     """``with charging(spend):`` — everything run in the block is charged to ``spend`` too (and to every
     budget already charged here)."""
     parent = _current.get()
-    return _Enter(RunScope(parent.path, (*parent.budgets, spend), parent.line, parent.task))
+    return _Enter(RunScope(parent.path, (*parent.budgets, spend), parent.line, parent.task, parent.options))
+
+
+def turn_options(options: Options) -> _Enter:
+    """``with turn_options(Options(temperature=0.7)):`` — every turn run in the block (by any step, at any
+    depth) takes these options over its step's own; what a turn is called with still wins. A wrapper uses it
+    to change how the pattern it wraps is sampled (``SelfConsistency``) without knowing its steps. Nested
+    blocks combine, the inner one winning field by field."""
+    from loop._protocols import Options  # _protocols imports _state, which imports this module
+
+    if not isinstance(options, Options):
+        raise UsageError(f"turn_options takes loop.Options, got {options!r}")
+    parent = _current.get()
+    merged = options if parent.options is None else parent.options.merge(options)
+    return _Enter(RunScope(parent.path, parent.budgets, parent.line, parent.task, merged))
 
 
 class Carried:
@@ -161,7 +180,8 @@ class Carried:
     def __enter__(self) -> RunScope:
         task = current_task()
         scope = self.scope
-        entered = RunScope(scope.path, scope.budgets, scope.line, None if scope.task is None else task)
+        entered = RunScope(scope.path, scope.budgets, scope.line, None if scope.task is None else task,
+                           scope.options)
         self._tokens.setdefault(task, []).append(_current.set(entered))
         return entered
 

@@ -68,22 +68,13 @@ class Step:
             raise UsageError(f"Step needs a provider with a stream(request) method, got {provider!r}")
         if options is not None and not isinstance(options, Options):
             raise UsageError(f"options must be loop.Options, got {options!r}")
-        if isinstance(transforms, (str, bytes)) or not isinstance(transforms, Iterable):
-            raise UsageError(f"transforms must be a list of functions State -> State, got {transforms!r}")
-        transforms = tuple(transforms)
-        for transform in transforms:
-            if not callable(transform):
-                raise UsageError(f"a transform must be a function State -> State, got {transform!r}")
+        self._transforms, self._async_view = _check_transforms(transforms)
         self.events = events if events is not None else EventBus()
         self._pipeline = ToolPipeline(tools, events=self.events, timeout=tool_timeout,
                                       max_result_chars=max_result_chars)
         self._provider = provider
         self._specs = tuple(t.spec for t in self._pipeline.tools)
         self._options = options or _DEFAULT_OPTIONS
-        self._transforms = transforms
-        # Async transforms are recognised once, here; one that returns an awaitable anyway is awaited too.
-        self._async_view = any(inspect.iscoroutinefunction(t) or inspect.iscoroutinefunction(
-            getattr(t, "__call__", None)) for t in transforms)
 
     @property
     def provider(self) -> Provider:
@@ -102,6 +93,55 @@ class Step:
     @property
     def options(self) -> Options:
         return self._options
+
+    @property
+    def transforms(self) -> tuple[Transform, ...]:
+        """The views this step's turns show the model, in order."""
+        return self._transforms
+
+    def derive(
+        self,
+        *,
+        provider: Provider | None = None,
+        options: Options | None = None,
+        tools: Iterable[str] | None = None,
+        transforms: Sequence[Transform] | None = None,
+    ) -> Step:
+        """A step like this one for one stage of a pattern: another ``provider`` (a cheap model for routing and
+        judging), ``options`` laid over this step's (``Options(model="small")``), a subset of the ``tools`` by
+        name (``()`` for none), or other ``transforms``. It shares this step's event bus, and its transforms
+        and tool pipeline unless told otherwise: nothing is copied, and events of every stage reach the same
+        subscribers. A tool name this step does not have raises ``UsageError`` naming the ones it has."""
+        if options is not None and not isinstance(options, Options):
+            raise UsageError(f"options must be loop.Options, got {options!r}")
+        new = object.__new__(Step)
+        new.events = self.events
+        new._provider = self._provider
+        new._options = self._options.merge(options)
+        new._transforms = self._transforms
+        new._async_view = self._async_view
+        new._pipeline = self._pipeline
+        new._specs = self._specs
+        if provider is not None:
+            if not callable(getattr(provider, "stream", None)):
+                raise UsageError(f"derive(provider=) needs a provider with a stream(request) method, got {provider!r}")
+            new._provider = provider
+        if transforms is not None:
+            new._transforms, new._async_view = _check_transforms(transforms)
+        if tools is not None:
+            if isinstance(tools, str):
+                raise UsageError(f"tools= takes tool names, got the string {tools!r}; write tools=[{tools!r}]")
+            names = list(tools)
+            unknown = [n for n in names if self._pipeline.find(n) is None]
+            if unknown:
+                have = ", ".join(t.spec.name for t in self._pipeline.tools) or "none"
+                raise UsageError(f"derive(tools=): this step has no tool {', '.join(map(repr, unknown))}; it has {have}")
+            pipeline = self._pipeline
+            chosen = [t for t in pipeline.tools if t.spec.name in set(names)]
+            new._pipeline = ToolPipeline(chosen, events=self.events, timeout=pipeline.timeout,
+                                         max_result_chars=pipeline.max_result_chars)
+            new._specs = tuple(t.spec for t in chosen)
+        return new
 
     async def view(self, state: State) -> State:
         """What the model sees of ``state``: the state passed through every transform (sync or async)."""
@@ -140,13 +180,14 @@ class Step:
             raise UsageError(f"progress must be an async function taking a State, got {progress!r}")
         if not isinstance(state, State):
             raise UsageError(f"a turn runs on a loop.State, got {state!r}")
-        opts = self._options.merge(options)
+        scope = current_scope()
+        opts = self._options if scope.options is None else self._options.merge(scope.options)
+        opts = opts.merge(options)
         if opts.n is not None and opts.n > 1:
             raise UsageError(f"a turn writes one answer, but its options ask for n={opts.n}; ask Step.sample for "
                              "several")
         progress, hidden = begin_turn(progress)
         try:
-            scope = current_scope()
             budgets = scope.budgets
             if budgets:
                 self._reserve_turn(budgets, scope, state, opts)
@@ -215,7 +256,9 @@ class Step:
         positive_int("n (how many samples to take)", n)
         if not isinstance(state, State):
             raise UsageError(f"sample runs on a loop.State, got {state!r}")
-        opts = attrs.evolve(self._options.merge(options), n=None)
+        scope_options = current_scope().options
+        opts = self._options if scope_options is None else self._options.merge(scope_options)
+        opts = attrs.evolve(opts.merge(options), n=None)
         if n > 1 and getattr(self._provider, "supports_choices", False):
             return await self._sample_natively(state, n, opts)
         def job(index: int) -> Callable[[], Awaitable[State]]:
@@ -366,6 +409,19 @@ class Step:
             self._follow(scope, done)
         if progress is not None:
             await progress(done)
+
+
+def _check_transforms(transforms: Any) -> tuple[tuple[Transform, ...], bool]:
+    """The transforms as a tuple, and whether any is async (recognised once, here; one that returns an
+    awaitable anyway is awaited too)."""
+    if isinstance(transforms, (str, bytes)) or not isinstance(transforms, Iterable):
+        raise UsageError(f"transforms must be a list of functions State -> State, got {transforms!r}")
+    transforms = tuple(transforms)
+    for transform in transforms:
+        if not callable(transform):
+            raise UsageError(f"a transform must be a function State -> State, got {transform!r}")
+    return transforms, any(inspect.iscoroutinefunction(t) or inspect.iscoroutinefunction(
+        getattr(t, "__call__", None)) for t in transforms)
 
 
 def _chat_span(tracer: Any, opts: Options) -> Any:

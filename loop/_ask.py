@@ -1,0 +1,111 @@
+"""``ask``: one tool-free exchange whose answer is a value of a type, for the stages that decide (judges,
+routers, critics, planners) and must hand their decision to code rather than to a person."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Generic, TypeVar
+
+import attrs
+
+from loop._checks import non_negative_int
+from loop._output import OutputType
+from loop._parts import Role, Text
+from loop._protocols import Options, TurnRunner
+from loop._state import State
+from loop._turn import TurnKind
+from loop.errors import UsageError, VerificationFailed
+
+T = TypeVar("T")
+_MAX_PROBLEMS = 10
+ASK_PROMPT = """\
+Answer with one JSON value that follows this schema, with nothing before or after it. Do not call tools.
+
+```json
+{schema}
+```"""
+
+
+@attrs.frozen
+class Asked(Generic[T]):
+    """What ``ask`` got: the ``value`` (of the type asked for), the ``state`` the exchange ended in (the
+    question, the answer, and any correction turns), and how many ``attempts`` it took."""
+
+    value: T
+    state: State
+    attempts: int = 1
+
+
+async def ask(
+    runner: TurnRunner,
+    state: State,
+    output_type: Any,
+    *,
+    options: Options | None = None,
+    max_retries: int = 2,
+    native: bool = True,
+) -> Asked[Any]:
+    """Ask the model on ``state`` for a value of ``output_type`` (an attrs class, a dataclass, a TypedDict, a
+    pydantic model, a JSON-schema dict: anything ``OutputType.of`` takes).
+
+    A ``SYSTEM`` turn gives the schema, then one turn is run through ``runner`` with tools off and, when
+    ``native``, the schema as ``Options.output_schema`` (structured output where the provider has it). An
+    answer that does not validate gets a ``SYSTEM`` turn saying what is wrong and is asked again, at most
+    ``max_retries`` times; after that ``VerificationFailed`` carries the exchange's state. Turns are added
+    with the runner's ``submit`` when it has one (so they are published like any other). Run it inside
+    ``loop.branch(...)`` when the exchange must not be taken for the conversation.
+    """
+    if not callable(getattr(runner, "turn", None)):
+        raise UsageError(f"ask needs a TurnRunner (something with turn(state)), got {runner!r}")
+    if not isinstance(state, State):
+        raise UsageError(f"ask runs on a loop.State, got {state!r}")
+    if options is not None and not isinstance(options, Options):
+        raise UsageError(f"options must be loop.Options, got {options!r}")
+    non_negative_int("max_retries", max_retries)
+    output: OutputType[Any] = OutputType.of(output_type)
+    schema = json.dumps(output.schema, indent=2, ensure_ascii=False)
+    state = await _add(runner, state, ASK_PROMPT.format(schema=schema), {"kind": TurnKind.OUTPUT_FORMAT})
+    asked = Options(tool_choice="none", output_schema=output.schema if native else None).merge(options)
+    report = ""
+    for attempt in range(1, max_retries + 2):
+        if report:
+            state = await _add(runner, state, report, {"kind": TurnKind.VERIFICATION, "attempt": attempt - 1})
+        state = await runner.turn(state, asked)
+        problem = _problem(output, state.answer)
+        if isinstance(problem, _Value):
+            return Asked(problem.value, state, attempt)
+        report = f"{problem}\n\nReply again with one JSON value that follows this schema:\n\n```json\n{schema}\n```"
+    raise VerificationFailed(f"the model's answer never matched {output.name} in {max_retries + 1} "
+                             f"attempt{'s' if max_retries else ''}: {problem}", state=state, results=())
+
+
+@attrs.frozen
+class _Value:
+    value: Any
+
+
+def _problem(output: OutputType[Any], answer: str | None) -> _Value | str:
+    """The parsed value, or what is wrong with the answer, in words the model can act on."""
+    if not answer:
+        return "There was no answer with text."
+    try:
+        data = output.extract(answer)
+    except UsageError as exc:
+        return f"The answer cannot be read as `{output.name}`: {exc}."
+    problems = output.errors(data)
+    if problems:
+        lines = "\n".join(f"- {p}" for p in problems[:_MAX_PROBLEMS])
+        more = f"\n- … and {len(problems) - _MAX_PROBLEMS} more" if len(problems) > _MAX_PROBLEMS else ""
+        return f"The answer does not match the `{output.name}` schema:\n\n{lines}{more}"
+    try:
+        return _Value(output.parse(data))
+    except UsageError as exc:
+        return f"The answer matches the schema but is refused: {exc}."
+
+
+async def _add(runner: Any, state: State, text: str, meta: dict[str, Any]) -> State:
+    submit = getattr(runner, "submit", None)
+    if callable(submit):
+        added: State = await submit(state, Role.SYSTEM, Text(text), meta=meta)
+        return added
+    return state.append(Role.SYSTEM, Text(text), meta=meta)
