@@ -49,7 +49,8 @@ async def ask(
     pydantic model, a JSON-schema dict: anything ``OutputType.of`` takes).
 
     A ``SYSTEM`` turn gives the schema, then one turn is run through ``runner`` with tools off and, when
-    ``native``, the schema as ``Options.output_schema`` (structured output where the provider has it). An
+    ``native``, the schema as ``Options.output_schema`` (structured output where the provider has it);
+    ``options`` are laid over the runner's own, but cannot turn tools back on or change the schema. An
     answer that does not validate gets a ``SYSTEM`` turn saying what is wrong and is asked again, at most
     ``max_retries`` times; after that ``VerificationFailed`` carries the exchange's state. Turns are added
     with the runner's ``submit`` when it has one (so they are published like any other). Run it inside
@@ -62,10 +63,14 @@ async def ask(
     if options is not None and not isinstance(options, Options):
         raise UsageError(f"options must be loop.Options, got {options!r}")
     non_negative_int("max_retries", max_retries)
+    if not isinstance(native, bool):
+        raise UsageError(f"native must be True or False, got {native!r}")
     output: OutputType[Any] = OutputType.of(output_type)
     schema = json.dumps(output.schema, indent=2, ensure_ascii=False)
     state = await _add(runner, state, ASK_PROMPT.format(schema=schema), {"kind": TurnKind.OUTPUT_FORMAT})
-    asked = Options(tool_choice="none", output_schema=output.schema if native else None).merge(options)
+    # Tools off and the schema asked for are what the exchange is: options given cannot turn them back.
+    asked = attrs.evolve(Options().merge(options), tool_choice="none",
+                         output_schema=output.schema if native else None)
     report = ""
     for attempt in range(1, max_retries + 2):
         if report:

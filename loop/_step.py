@@ -131,7 +131,11 @@ class Step:
         if tools is not None:
             if isinstance(tools, str):
                 raise UsageError(f"tools= takes tool names, got the string {tools!r}; write tools=[{tools!r}]")
+            if not isinstance(tools, Iterable):
+                raise UsageError(f"tools= takes a list of tool names, got {tools!r}")
             names = list(tools)
+            if not all(isinstance(n, str) for n in names):
+                raise UsageError(f"tools= takes tool names (strings), got {names!r}")
             unknown = [n for n in names if self._pipeline.find(n) is None]
             if unknown:
                 have = ", ".join(t.spec.name for t in self._pipeline.tools) or "none"

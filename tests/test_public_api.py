@@ -37,8 +37,8 @@ PUBLIC = {
         "ReplyFunction", "Retry", "Scripted", "from_spec", "is_loopback", "tool_call",
     ],
     "verifier": [
-        "Check", "CommandVerifier", "FunctionVerifier", "Result", "SchemaVerifier", "Status", "Verifier",
-        "build_report", "check_verifiers", "failed", "passed", "run_all",
+        "Check", "CommandVerifier", "FunctionVerifier", "JudgeVerifier", "Result", "SchemaVerifier", "Status",
+        "Verdict", "Verifier", "build_report", "check_verifiers", "failed", "passed", "run_all",
     ],
     "cognitive": [
         "CodeAction", "Pattern", "PatternFactory", "ReAct", "SingleShot", "TurnProcessor", "WithBudget",
