@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cognitive._loops import watch as _watch
 from cognitive._pattern import check_start
 from loop import Options, Role, State, TurnRunner, UsageError, positive_int, scope, tracing
 
@@ -16,22 +17,33 @@ def _check_runner(step: object, who: str) -> None:
 class ReAct:
     """Reason and act: run turns until the model answers without calling a tool.
 
-    A clean run records no outcome (``state.outcome`` is ``None``, which reads as ok). After ``max_turns`` turns that all called tools, one more turn is run with
-    tools disabled so the run still ends in a written answer, and its outcome is ``degraded``.
+    A clean run records no outcome (``state.outcome`` is ``None``, which reads as ok). After ``max_turns``
+    turns that all called tools, one more turn is run with tools disabled so the run still ends in a written
+    answer, and its outcome is ``degraded``.
+
+    With ``detect_loops=True`` the run watches for the usual way a tool loop burns a budget: the same tool
+    called again with the same arguments (compared after parsing, ignoring key order, letter case and
+    whitespace in strings). The first repeat's result carries a note telling the model it already has that
+    result; a further repeat of any call stops the run with a tool-free final answer, marked ``degraded``.
+    Only calls made in this run count: asking again in a later message is no loop.
     """
 
-    __slots__ = ("step", "max_turns")
+    __slots__ = ("step", "max_turns", "detect_loops")
 
-    def __init__(self, step: TurnRunner, *, max_turns: int = 12) -> None:
+    def __init__(self, step: TurnRunner, *, max_turns: int = 12, detect_loops: bool = False) -> None:
         _check_runner(step, "ReAct")
+        if not isinstance(detect_loops, bool):
+            raise UsageError(f"detect_loops must be True or False, got {detect_loops!r}")
         self.step = step
         self.max_turns = positive_int("max_turns", max_turns)
+        self.detect_loops = detect_loops
 
     async def run(self, state: State) -> State:
         check_start(state, "ReAct")
         with scope("ReAct"), tracing.span("invoke_agent ReAct", {"gen_ai.operation.name": "invoke_agent",
                                                                  "gen_ai.agent.name": "ReAct"}):
             step = self.step
+            seen: dict[str, int] | None = {} if self.detect_loops else None
             for _ in range(self.max_turns):
                 state = await step.turn(state)
                 last = state.last
@@ -40,6 +52,12 @@ class ReAct:
                         return state  # ok: an answer with no outcome recorded is a clean one
                     if state.outcome is not None and state.outcome.status == "pending":
                         return state  # calls deliberately left open (Options(run_tools=False))
+                elif seen is not None and last is not None and last.role is Role.TOOL:
+                    state, looping = _watch(state, seen)
+                    if looping is not None:
+                        state = await step.turn(state, _FINAL)
+                        return state.degrade(f"ReAct stopped a tool loop: {looping}; the final answer was asked "
+                                             "for with tools disabled")
             state = await step.turn(state, _FINAL)
             return state.degrade(
                 f"ReAct reached max_turns={self.max_turns} with tools still being called; "
@@ -47,7 +65,8 @@ class ReAct:
             )
 
     def __repr__(self) -> str:
-        return f"ReAct({self.step!r}, max_turns={self.max_turns})"
+        loops = ", detect_loops=True" if self.detect_loops else ""
+        return f"ReAct({self.step!r}, max_turns={self.max_turns}{loops})"
 
 
 class SingleShot:
@@ -68,9 +87,9 @@ class SingleShot:
         return f"SingleShot({self.step!r})"
 
 
-def react_factory(step: TurnRunner, *, max_turns: int = 12) -> ReAct:
+def react_factory(step: TurnRunner, *, max_turns: int = 12, detect_loops: bool = False) -> ReAct:
     """The ``PatternFactory`` for ReAct: ``new_turn_processor(react_factory)`` runs ReAct for every message.
 
     Bind settings with ``functools.partial(react_factory, max_turns=5)``.
     """
-    return ReAct(step, max_turns=max_turns)
+    return ReAct(step, max_turns=max_turns, detect_loops=detect_loops)

@@ -37,8 +37,19 @@ class TurnKind(enum.StrEnum):
     """An assistant turn holding the answer a program printed; ``meta["attempt"]`` is the program's number."""
     CODE_ACTION_ERROR = "code_action_error"
     """A system turn saying why program number ``meta["attempt"]`` failed."""
+    VERIFY_ANSWER = "verify_answer"
+    """An assistant turn holding the final answer ``Verify`` separated from its working (kept in
+    ``meta["working"]``)."""
+    ROUTE = "route"
+    """A system turn a ``Router`` adds to the branch that chooses the route (never to the conversation)."""
+    STAGE = "stage"
+    """A system turn giving one ``Chain`` stage its instructions; ``meta["stage"]`` names the stage."""
     FAILURE = "failure"
     """An assistant turn a session stores in place of the answer when processing a message failed."""
+    COMPACTION = "compaction"
+    """A system turn holding a summary of the conversation before it (``cognitive.Summarize``): a view of the
+    conversation shows the leading system turns, the first user message, the ``meta["kept"]`` turns just before
+    the newest such turn, and everything from it on; the turns it summarizes stay stored."""
 
 
 def _freeze_meta(value: Mapping[str, Any] | None) -> Mapping[str, Any]:

@@ -2,7 +2,9 @@
 
     LoopError                      base of everything the framework raises on purpose
     ├── UsageError                 the framework was called wrongly (bad argument, wrong wiring, bad JSON)
-    │   └── CassetteMismatch           (provider) a request differs from the recorded one
+    │   ├── CassetteMismatch           (provider) a request differs from the recorded one
+    │   ├── TemplateError              (cognitive) a prompt template or path is malformed, or a path reads nothing
+    │   └── RegistryError              (cognitive) an unknown pattern name or setting (also a ValueError)
     ├── ProviderError              a provider could not produce a response; carries status, body, retryable
     │   ├── AuthenticationError        the key is missing, wrong or lacks permission (401, 403)
     │   ├── BadRequestError            the server rejected the request as sent (400, 404, 413, 422)

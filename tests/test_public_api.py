@@ -41,8 +41,9 @@ PUBLIC = {
         "Verdict", "Verifier", "build_report", "check_verifiers", "failed", "passed", "run_all",
     ],
     "cognitive": [
-        "CodeAction", "Pattern", "PatternFactory", "ReAct", "SingleShot", "TurnProcessor", "WithBudget",
-        "WithOutput", "WithVerification", "answer_value", "new_turn_processor", "react_factory",
+        "Chain", "CodeAction", "Pattern", "PatternFactory", "ReAct", "Router", "SingleShot", "Stage", "Template",
+        "TemplateError", "TurnProcessor", "Verify", "WithBudget", "WithOutput", "WithVerification", "answer_value",
+        "new_turn_processor", "react_factory",
     ],
     "session": [
         "Conduit", "DeletingStore", "EventLog", "EventReader", "EventsLost", "HTTPConduit", "Interrupted",

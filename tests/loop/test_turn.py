@@ -189,4 +189,5 @@ def test_a_kind_is_stored_as_its_plain_string_and_old_stored_turns_are_recognise
 def test_every_kind_the_project_writes_is_a_turn_kind() -> None:
     assert issubclass(TurnKind, enum.StrEnum)
     assert {k.value for k in TurnKind} == {"verification", "output_format", "budget", "code_action",
-                                          "code_action_answer", "code_action_error", "failure"}
+                                          "code_action_answer", "code_action_error", "failure", "compaction",
+                                          "verify_answer", "route", "stage"}
