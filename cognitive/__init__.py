@@ -3,10 +3,14 @@
 from cognitive._budget import WithBudget
 from cognitive._chain import Chain, Stage
 from cognitive._code_action import CodeAction
+from cognitive._consistency import SelfConsistency, normalise_answer
+from cognitive._critic import Critic, ToolCheckedVerifier
 from cognitive._output import WithOutput, answer_value
 from cognitive._pattern import PatternFactory, Pattern, TurnProcessor, new_turn_processor
 from cognitive._paths import TemplateError
 from cognitive._react import ReAct, SingleShot, react_factory
+from cognitive._refine import SelfRefine
+from cognitive._reflexion import Reflection, Reflexion
 from cognitive._router import Router
 from cognitive._template import Template
 from cognitive._verification import WithVerification
@@ -15,14 +19,20 @@ from cognitive._verify import Verify
 __all__ = [
     "Chain",
     "CodeAction",
+    "Critic",
     "Pattern",
     "PatternFactory",
     "ReAct",
+    "Reflection",
+    "Reflexion",
     "Router",
+    "SelfConsistency",
+    "SelfRefine",
     "SingleShot",
     "Stage",
     "Template",
     "TemplateError",
+    "ToolCheckedVerifier",
     "TurnProcessor",
     "Verify",
     "WithBudget",
@@ -30,5 +40,6 @@ __all__ = [
     "WithVerification",
     "answer_value",
     "new_turn_processor",
+    "normalise_answer",
     "react_factory",
 ]

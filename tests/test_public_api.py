@@ -41,9 +41,10 @@ PUBLIC = {
         "Verdict", "Verifier", "build_report", "check_verifiers", "failed", "passed", "run_all",
     ],
     "cognitive": [
-        "Chain", "CodeAction", "Pattern", "PatternFactory", "ReAct", "Router", "SingleShot", "Stage", "Template",
-        "TemplateError", "TurnProcessor", "Verify", "WithBudget", "WithOutput", "WithVerification", "answer_value",
-        "new_turn_processor", "react_factory",
+        "Chain", "CodeAction", "Critic", "Pattern", "PatternFactory", "ReAct", "Reflection", "Reflexion", "Router",
+        "SelfConsistency", "SelfRefine", "SingleShot", "Stage", "Template", "TemplateError", "ToolCheckedVerifier",
+        "TurnProcessor", "Verify", "WithBudget", "WithOutput", "WithVerification", "answer_value",
+        "new_turn_processor", "normalise_answer", "react_factory",
     ],
     "session": [
         "Conduit", "DeletingStore", "EventLog", "EventReader", "EventsLost", "HTTPConduit", "Interrupted",

@@ -156,3 +156,16 @@ def test_a_bad_verifier_timeout_is_refused_at_construction(value: object) -> Non
     step = Step(Scripted([]))
     with pytest.raises(UsageError, match="verifier_timeout must be a positive number of seconds or None"):
         WithVerification(SingleShot(step), step, verifier_timeout=value)  # type: ignore[arg-type]
+
+
+async def test_a_judge_stopped_by_the_budget_ends_in_the_budgets_degraded_answer_not_a_verification_error() -> None:
+    from cognitive import SingleShot, WithBudget
+    from loop import Budget
+    from verifier import JudgeVerifier
+
+    script = Scripted(["the answer", "final answer within budget"])
+    step = Step(script)
+    judged = WithVerification(SingleShot(step), step, verifiers=[JudgeVerifier(step, criteria="be right")])
+    state = await WithBudget(judged, Budget(max_turns=1)).run(State().append(Role.USER, Text("q")))
+    assert state.answer == "final answer within budget"
+    assert state.degraded and "turns" in state.outcome.reason
