@@ -10,7 +10,7 @@ import attrs
 
 from cognitive._pattern import Pattern, check_start
 from cognitive._react import SingleShot
-from loop import (BranchResult, Options, State, UsageError, current_scope, fan_out, positive_int, positive_number,
+from loop import (BranchResult, Options, Role, State, UsageError, current_scope, fan_out, positive_int, positive_number,
                   scope, tracing, turn_options)
 from loop.errors import BudgetExhausted
 
@@ -18,6 +18,7 @@ Normaliser = Callable[[str], str]
 """Maps an answer's text to the form votes are counted in: two answers with the same form are one answer."""
 
 _TRAILING = ".,;:!?…。！？"
+_TOOL_FREE = Options(tool_choice="none")
 
 
 def normalise_answer(text: str) -> str:
@@ -147,10 +148,29 @@ class SelfConsistency:
             raise
         except Exception as exc:  # one request for every sample: they all failed with it
             return [], [(i, exc) for i in range(self.n)]
+        states = list(states)
+        calling = [i for i, sampled in enumerate(states) if sampled.last is not None and sampled.last.role is Role.TOOL]
+        if calling:
+            # As SingleShot does: a sample that called tools writes its answer in one more turn, tools off.
+            results = await fan_out([functools.partial(step.turn, states[i], _TOOL_FREE) for i in calling],
+                                    name="finish")
+            _reraise_budget(results)
+            failed: dict[int, Exception] = {}
+            for result in results:
+                if result.error is not None:
+                    failed[calling[result.index]] = result.error
+                elif result.state is not None:
+                    states[calling[result.index]] = result.state
+        else:
+            failed = {}
         samples: list[_Sample] = []
         errors: list[tuple[int, Exception | str]] = []
         for index, sampled in enumerate(states):
-            self._add(samples, errors, index, sampled)
+            error = failed.get(index)
+            if error is not None:
+                errors.append((index, error))
+            else:
+                self._add(samples, errors, index, sampled)
         return samples, errors
 
     def _add(self, samples: list[_Sample], errors: list[tuple[int, Exception | str]], index: int,

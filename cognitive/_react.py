@@ -70,7 +70,12 @@ class ReAct:
 
 
 class SingleShot:
-    """Exactly one turn: the model answers (calling tools if it likes) and the run ends."""
+    """One model turn: the model answers and the run ends.
+
+    A pattern ends in a written answer, so a turn that called tools (they run, and their results are added)
+    is followed by one more turn with tools disabled that writes it: one model call, or two when the model
+    reached for a tool.
+    """
 
     __slots__ = ("step",)
 
@@ -81,7 +86,11 @@ class SingleShot:
     async def run(self, state: State) -> State:
         check_start(state, "SingleShot")
         with scope("SingleShot"):
-            return await self.step.turn(state)
+            state = await self.step.turn(state)
+            last = state.last
+            if last is not None and last.role is Role.TOOL:
+                state = await self.step.turn(state, _FINAL)
+            return state
 
     def __repr__(self) -> str:
         return f"SingleShot({self.step!r})"

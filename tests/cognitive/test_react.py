@@ -48,11 +48,19 @@ async def test_a_tool_call_in_the_forced_final_turn_is_answered_with_an_error() 
     assert state.degraded and not state.pending_calls
 
 
-async def test_single_shot_runs_exactly_one_turn() -> None:
-    script = Scripted([tool_call("lookup", {"key": "k"}), "never asked for"])
+async def test_single_shot_runs_one_turn() -> None:
+    script = Scripted(["the answer", "never asked for"])
     state = await SingleShot(Step(script, tools=[lookup])).run(ask())
     assert len(script.requests) == 1
-    assert [t.role for t in state] == [Role.USER, Role.ASSISTANT, Role.TOOL]
+    assert [t.role for t in state] == [Role.USER, Role.ASSISTANT] and state.answer == "the answer"
+
+
+async def test_single_shot_writes_the_answer_with_tools_off_after_a_turn_that_called_them() -> None:
+    script = Scripted([tool_call("lookup", {"key": "k"}), "k has a value", "never asked for"])
+    state = await SingleShot(Step(script, tools=[lookup])).run(ask())
+    assert [t.role for t in state] == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
+    assert state.answer == "k has a value" and not state.degraded
+    assert [r.options.tool_choice for r in script.requests] == [None, "none"]
 
 
 async def test_patterns_satisfy_the_protocol() -> None:
