@@ -28,7 +28,7 @@ from loop import (
     scope,
     tracing,
 )
-from sandbox import ExecResult, Sandbox, ToolBridge, accepts_tools
+from sandbox import ExecResult, Sandbox, ToolBridge, ToolSandbox, accepts_tools
 
 _NO_TOOLS = Options(tool_choice="none")  # tools are reached from the program, not called by the model
 _BLOCK = re.compile(r"```[ \t]*(python3?|py)?[ \t]*\n(.*?)```", re.S | re.I)
@@ -83,7 +83,7 @@ class CodeAction:
     Stateless: settings in ``__init__``; one instance can serve many conversations at once.
     """
 
-    __slots__ = ("step", "sandbox", "pipeline", "bridge", "max_repairs", "timeout", "python", "prompt")
+    __slots__ = ("step", "sandbox", "pipeline", "bridge", "max_repairs", "timeout", "python", "prompt", "_bridging")
 
     def __init__(
         self,
@@ -107,12 +107,16 @@ class CodeAction:
         # published as ToolStarted/ToolFinished on the step's bus, each in a scope of its own.
         self.pipeline = ToolPipeline(tools, events=getattr(step, "events", None))
         bridge = ToolBridge([_Bridged(t, self.pipeline) for t in tools], max_tool_calls=max_tool_calls)
-        if bridge.tools and not accepts_tools(sandbox):  # the ToolSandbox ability
-            raise UsageError(f"{sandbox!r} cannot bridge tools into the program (it is not a sandbox.ToolSandbox, "
-                             "whose exec takes tools=); use DockerSandbox, or UnsafeLocalSandbox where there is "
-                             "no Docker")
+        bridging: ToolSandbox | None = None  # the sandbox again, when it runs programs with the tools bridged
+        if bridge.tools:
+            if not accepts_tools(sandbox):  # the ToolSandbox ability
+                raise UsageError(f"{sandbox!r} cannot bridge tools into the program (it is not a "
+                                 "sandbox.ToolSandbox, whose exec takes tools=); use DockerSandbox, or "
+                                 "UnsafeLocalSandbox where there is no Docker")
+            bridging = sandbox
         self.step = step
         self.sandbox = sandbox
+        self._bridging = bridging
         self.bridge = bridge
         self.max_repairs = max_repairs
         self.timeout = timeout
@@ -165,9 +169,8 @@ class CodeAction:
     async def _execute(self, program: str) -> ExecResult:
         argv = [self.python, "main.py"]
         files = {"main.py": program}
-        if self.bridge.tools:
-            return await self.sandbox.exec(argv, files=files, timeout=self.timeout,  # type: ignore[call-arg]
-                                           tools=self.bridge)
+        if self._bridging is not None:
+            return await self._bridging.exec(argv, files=files, timeout=self.timeout, tools=self.bridge)
         return await self.sandbox.exec(argv, files=files, timeout=self.timeout)
 
     def __repr__(self) -> str:

@@ -120,7 +120,9 @@ class ArgumentChecker:
     def __init__(self, schema: Mapping[str, Any]) -> None:
         try:
             cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-            # The stubs' Validator protocol asks for a dict; jsonschema's validators read any Mapping.
+            # An inconsistency of the stubs: types-jsonschema's Validator protocol (what validator_for returns)
+            # types check_schema's schema as dict, while its concrete validators take any Mapping, as does
+            # jsonschema itself (which reports a Mapping that is not a dict as not of type "object").
             cls.check_schema(schema)  # type: ignore[arg-type]
         except jsonschema.SchemaError as exc:
             raise UsageError(f"tool parameter schema is not a valid JSON schema: {exc.message}") from exc

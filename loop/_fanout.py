@@ -91,11 +91,11 @@ async def fan_out(jobs: Iterable[Job], *, limit: int | None = None, name: str = 
     one ``BranchResult`` per job, in job order. Each job is a function taking no arguments and returning an
     awaitable ``State``, e.g. ``functools.partial(pattern.run, state)``. A job that raises gives a result
     with its error; cancelling the fan-out cancels every branch."""
-    results: list[BranchResult | None] = [None] * len(jobs := _jobs(jobs))
-    async with as_completed(jobs, limit=limit, name=name) as branches:
+    finished: list[BranchResult] = []
+    async with as_completed(_jobs(jobs), limit=limit, name=name) as branches:
         async for result in branches:
-            results[result.index] = result
-    return tuple(results)  # type: ignore[arg-type]
+            finished.append(result)
+    return tuple(sorted(finished, key=lambda result: result.index))
 
 
 class as_completed:  # noqa: N801 - reads as a function: ``async with as_completed(jobs) as results``

@@ -10,8 +10,8 @@ import re
 import sys
 import types
 from collections.abc import Mapping, Sequence
-from typing import (Annotated, Any, Generic, NotRequired, Required, TypeVar, Union, get_args, get_origin,
-                    get_type_hints, overload)
+from typing import (Annotated, Any, ClassVar, Generic, NotRequired, Protocol, Required, TypeGuard, TypeVar, Union,
+                    cast, get_args, get_origin, get_type_hints, overload)
 
 import attrs
 import jsonschema
@@ -160,17 +160,37 @@ class OutputType(Generic[T]):
         kind = self.python_type
         try:
             if kind is None:
-                return value  # type: ignore[no-any-return]
-            if _is_pydantic(kind):
-                return kind.model_validate(value)  # type: ignore[attr-defined, no-any-return]
-            return _build(kind, value)  # type: ignore[no-any-return]
+                built = value
+            elif _is_pydantic(kind):
+                built = kind.model_validate(value)
+            else:
+                built = _build(kind, value)
         except UsageError:
             raise
         except Exception as exc:  # the class's own validators (attrs, __post_init__, pydantic) refused it
             raise UsageError(f"cannot build {self.name} from the value: {exc}") from exc
+        # A T by the check above: the value matched the schema written for T, and was built as T's class.
+        return cast(T, built)
 
 
-def _is_pydantic(spec: Any) -> bool:
+class _PydanticModel(Protocol):
+    """What is used of a pydantic model class, without importing pydantic."""
+
+    @classmethod
+    def model_json_schema(cls) -> dict[str, Any]: ...
+
+    @classmethod
+    def model_validate(cls, obj: Any) -> Any: ...
+
+
+class _TypedDictClass(Protocol):
+    """What a TypedDict class has that a plain dict subclass has not (typing's and typing_extensions' alike)."""
+
+    __required_keys__: ClassVar[frozenset[str]]
+    __total__: ClassVar[bool]
+
+
+def _is_pydantic(spec: object) -> TypeGuard[type[_PydanticModel]]:
     # A class can only be a pydantic model if pydantic is already imported, so this never imports it.
     pydantic = sys.modules.get("pydantic")
     return pydantic is not None and isinstance(spec, type) and issubclass(spec, pydantic.BaseModel)
@@ -183,10 +203,14 @@ def _record_kind(hint: Any) -> str | None:
         return "attrs"
     if dataclasses.is_dataclass(hint):
         return "dataclass"
-    # typing_extensions' TypedDict is a different class from typing's before 3.13, so test the shape.
-    if issubclass(hint, dict) and hasattr(hint, "__required_keys__") and hasattr(hint, "__total__"):
+    if _is_typeddict(hint):
         return "typeddict"
     return None
+
+
+def _is_typeddict(hint: type) -> TypeGuard[type[_TypedDictClass]]:
+    # typing_extensions' TypedDict is a different class from typing's before 3.13, so test the shape.
+    return issubclass(hint, dict) and hasattr(hint, "__required_keys__") and hasattr(hint, "__total__")
 
 
 def _fields(cls: type) -> list[tuple[str, Any, bool]]:
@@ -195,17 +219,16 @@ def _fields(cls: type) -> list[tuple[str, Any, bool]]:
         hints = get_type_hints(cls, include_extras=True)
     except Exception as exc:  # unresolved forward references and the like
         raise UsageError(f"output type {cls.__name__}: cannot read its type hints: {exc}") from exc
-    kind = _record_kind(cls)
-    if kind == "typeddict":
+    if attrs.has(cls):
+        declared = [(f.alias, f.name, f.default is attrs.NOTHING) for f in attrs.fields(cls) if f.init]
+    elif not dataclasses.is_dataclass(cls) and _is_typeddict(cls):  # _record_kind's order: a dataclass first
         fields = []
         for key, hint in hints.items():
-            required = key in cls.__required_keys__  # type: ignore[attr-defined]
+            required = key in cls.__required_keys__
             if get_origin(hint) in (Required, NotRequired):
                 required, hint = get_origin(hint) is Required, get_args(hint)[0]
             fields.append((key, hint, required))
         return fields
-    if kind == "attrs":
-        declared = [(f.alias, f.name, f.default is attrs.NOTHING) for f in attrs.fields(cls) if f.init]
     else:
         declared = [(f.name, f.name, f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
                     for f in dataclasses.fields(cls) if f.init]

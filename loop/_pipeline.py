@@ -77,7 +77,7 @@ class ToolPipeline:
         answered "cancelled", before the cancellation goes on. ``disabled`` answers every call with an error
         saying tools are off for this turn.
         """
-        results: list[ToolResult | None] = [None] * len(calls)
+        results: dict[int, ToolResult] = {}  # by call index, as they finish
         tracer = tracing.current_tracer()
 
         async def run_into(index: int) -> None:
@@ -92,11 +92,12 @@ class ToolPipeline:
                         group.start_soon(run_into, index)
         except BaseException as exc:
             if on_cancel is not None:
-                answered = tuple(r if r is not None else error_result(c, CANCELLED) for r, c in zip(results, calls))
+                answered = tuple(results[i] if i in results else error_result(c, CANCELLED)
+                                 for i, c in enumerate(calls))
                 with anyio.CancelScope(shield=True):
                     await on_cancel(answered, exc)
             raise
-        return tuple(results)  # type: ignore[arg-type]
+        return tuple(results[i] for i in range(len(calls)))
 
     async def call(self, call: ToolCall) -> ToolResult:
         """Run one call; its result (an error result when it could not run or failed)."""

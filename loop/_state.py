@@ -270,6 +270,8 @@ class State:
             return self._meta == other._meta
         return len(self) == len(other) and self._meta == other._meta and self.turns == other.turns
 
+    # Unhashable, as a class defining __eq__ is; said outright so type checkers know it too. mypy has no
+    # spelling of that without the ignore (typeshed marks list and dict the same way).
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:

@@ -23,30 +23,29 @@ class Wake:
     a hand-over that raced a cancellation is not lost.
     """
 
-    __slots__ = ("_future", "_event", "_set")
+    __slots__ = ("_waiter", "_set")
 
     def __init__(self) -> None:
         self._set = False
+        self._waiter: asyncio.Future[None] | anyio.Event
         try:
-            self._future: asyncio.Future[None] | None = asyncio.get_running_loop().create_future()
-            self._event: anyio.Event | None = None
+            self._waiter = asyncio.get_running_loop().create_future()
         except RuntimeError:  # not asyncio
-            self._future = None
-            self._event = anyio.Event()
+            self._waiter = anyio.Event()
 
     def set(self) -> None:
         self._set = True
-        future = self._future
-        if future is None:
-            self._event.set()  # type: ignore[union-attr]
-        elif not future.done():
-            future.set_result(None)
+        waiter = self._waiter
+        if isinstance(waiter, anyio.Event):
+            waiter.set()
+        elif not waiter.done():
+            waiter.set_result(None)
 
     def is_set(self) -> bool:
         return self._set
 
     def __await__(self) -> Generator[Any, None, None]:
-        future = self._future
-        if future is None:
-            return self._event.wait().__await__()  # type: ignore[union-attr]
-        return future.__await__()
+        waiter = self._waiter
+        if isinstance(waiter, anyio.Event):
+            return waiter.wait().__await__()
+        return waiter.__await__()

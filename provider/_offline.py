@@ -164,7 +164,8 @@ class Function:
         if not callable(fn):
             raise UsageError(f"Function needs a callable taking a Request, got {fn!r}")
         self._fn = fn
-        self._gen = inspect.isasyncgenfunction(fn)
+        # An async generator function streams its own deltas: its call is the stream.
+        self._gen: Callable[[Request], DeltaStream] | None = fn if inspect.isasyncgenfunction(fn) else None
         self._chunk = positive_int("chunk_size", chunk_size)
         self._ids = itertools.count()
 
@@ -172,8 +173,8 @@ class Function:
         n = request.options.n
         if n is not None and n > 1:
             return self._choices(request, n)
-        if self._gen:
-            return self._fn(request)  # type: ignore[return-value]
+        if self._gen is not None:
+            return self._gen(request)
         return self._respond(request)
 
     async def _respond(self, request: Request) -> AsyncGenerator[Delta, None]:

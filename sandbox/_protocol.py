@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, Union, runtime_checkable
 
 import attrs
 
@@ -98,7 +98,7 @@ class ToolSandbox(Sandbox, Protocol):
     ) -> ExecResult: ...
 
 
-def accepts_tools(sandbox: object) -> bool:
+def accepts_tools(sandbox: object) -> TypeGuard[ToolSandbox]:
     """Whether ``sandbox`` has the ``ToolSandbox`` ability: its ``exec`` takes ``tools=``."""
     return isinstance(sandbox, ToolSandbox) and sandbox.bridges_tools is True
 
