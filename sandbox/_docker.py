@@ -31,6 +31,11 @@ class DockerSandbox:
     when the run ends, also when the call is cancelled; the engine removes it too once it stops, so even a
     crash of this process leaves nothing behind for longer than ``idle_ttl``.
 
+    The command starts in ``config.workdir`` (``/work``: mode 0700, holding ``files`` and nothing else), with
+    an environment of only PATH, HOME (the working directory), LANG=C.UTF-8, TMPDIR=/tmp,
+    PYTHONDONTWRITEBYTECODE=1 and ``config.env``; its standard input is ``stdin`` or else empty; its stdout
+    and stderr come back apart. ``UnsafeLocalSandbox`` gives a command the same, without the isolation.
+
     ``warm=N`` keeps N started, idle containers so a run does not wait for one to be created and started;
     a used container is destroyed and replaced in the background, never reused. The pool lives in the
     sandbox's ``async with`` block::

@@ -44,9 +44,16 @@ class UnsafeLocalSandbox:
 
     The command can read and write anything your user can, reach the network, and outlive its timeout by
     leaving its process group. Use it only where Docker is not available and the code is your own, or in
-    tests; it is never chosen for you. What it does give: a fresh temporary working directory per run
-    (removed afterwards), an environment holding only PATH, HOME, LANG and ``env`` (not this process's
-    secrets), the same timeout, output caps and tool bridge as ``DockerSandbox``.
+    tests; it is never chosen for you.
+
+    What it does give is the run a ``DockerSandbox`` gives, as far as the command can tell: its working
+    directory is a fresh one (mode 0700, removed afterwards) holding ``files`` and nothing else; its
+    environment is only PATH, HOME (the working directory), LANG=C.UTF-8, TMPDIR (a fresh directory of its
+    own), PYTHONDONTWRITEBYTECODE=1 and ``env``, never this process's own variables and secrets; its standard
+    input is ``stdin`` or else empty; its stdout and stderr come back apart. The same timeout, output caps and
+    tool bridge apply. What differs is where: the directories are under this machine's temporary directory
+    rather than at ``/work`` and ``/tmp``, PATH is this process's (so commands are this machine's), and the
+    command runs as your user.
     """
 
     bridges_tools = True  # the ToolSandbox ability: exec takes tools=
@@ -96,7 +103,7 @@ class UnsafeLocalSandbox:
         root = await anyio.to_thread.run_sync(tempfile.mkdtemp, None, "sandbox-local-")
         work = os.path.join(root, "work")
         try:
-            os.mkdir(work)
+            os.mkdir(work, 0o700)  # as private as the container's working directory
             os.mkdir(os.path.join(root, "tmp"))
             env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": work, "LANG": "C.UTF-8",
                    "TMPDIR": os.path.join(root, "tmp"), "PYTHONDONTWRITEBYTECODE": "1", **self.env}

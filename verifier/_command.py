@@ -27,15 +27,21 @@ FilesFrom = Union[FileMap, Callable[[State], FileMap]]
 class CommandVerifier:
     """Runs ``argv`` and judges by its exit status: 0 is PASS; anything else FAILs with the tail of its output.
 
-    The command runs on this machine as a subprocess, with no isolation. A command still running after
-    ``timeout`` seconds is killed with its whole process group and FAILs, saying so. A command that cannot be
-    started (not found, not executable) is an ERROR: the check itself is broken. With ``feed_answer=True`` the
-    conversation's answer is written to the command's standard input.
+    The command runs on this machine as a subprocess, with no isolation, in ``cwd`` (else this process's)
+    with ``env`` (else this process's environment); the report shows its stdout and stderr interleaved as
+    written. A command still running after ``timeout`` seconds is killed with its whole process group and
+    FAILs, saying so. A command that cannot be started (not found, not executable) is an ERROR: the check
+    itself is broken. With ``feed_answer=True`` the conversation's answer is written to the command's
+    standard input.
 
     With ``sandbox=`` (a ``sandbox.Sandbox``, e.g. ``DockerSandbox``) the command runs there instead, over
     ``files``: a mapping of relative path -> content, or a function of the state returning one (the files
-    the model produced). Then ``cwd`` and ``env`` do not apply; the sandbox failing to run at all is an
-    ERROR, and a file path the model made unsafe (absolute, ``..``) is a FAIL.
+    the model produced). Then ``cwd`` and ``env`` do not apply: the command sees the run the sandbox gives,
+    which for ``DockerSandbox`` and ``UnsafeLocalSandbox`` alike is a fresh working directory holding just
+    ``files`` and a minimal environment (PATH, HOME set to that directory, LANG=C.UTF-8, TMPDIR, and the
+    sandbox's own ``env``), so the same verifier reports the same on either. The report shows the command's
+    stdout, then its stderr. The sandbox failing to run at all is an ERROR, and a file path the model made
+    unsafe (absolute, ``..``) is a FAIL.
     """
 
     def __init__(

@@ -2,13 +2,13 @@
 
 import dataclasses
 import enum
-import json
 from typing import Annotated, Any, Literal, NotRequired, Optional, TypedDict
 
 import attrs
 import pytest
 
 from loop import OutputType, UsageError
+from tests.json_errors import json_error
 
 
 class Color(enum.Enum):
@@ -292,14 +292,6 @@ def test_extract_finds_the_json_value(text: str, expected: Any) -> None:
 
 
 TRAILING_COMMA = '{"x": 1,\n}'
-
-
-def json_error(text: str) -> str:
-    """What ``json`` finds wrong with ``text`` and where. Python 3.13 words some problems differently (a
-    trailing comma is "Illegal trailing comma before end of object", at the comma), so tests ask ``json``."""
-    with pytest.raises(json.JSONDecodeError) as caught:
-        json.loads(text)
-    return f"{caught.value.msg} at line {caught.value.lineno}, column {caught.value.colno}"
 
 
 @pytest.mark.parametrize(

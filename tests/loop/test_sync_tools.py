@@ -4,7 +4,6 @@ import asyncio
 import importlib.metadata
 import threading
 import time
-from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import Any
 
@@ -15,6 +14,7 @@ from packaging.requirements import Requirement
 from loop import Role, State, Step, Text, ToolResult, TurnCompleted, tool
 from loop._tools import THREAD_LIMIT, _Call, _WorkerThreads
 from provider import Scripted, tool_call
+from tests.loop.one_call import run_one
 
 START = State().append(Role.USER, Text("go"))
 REQUEST = ContextVar("REQUEST", default="unset")
@@ -36,12 +36,6 @@ def trio_unusable() -> str | None:
 
 TRIO_UNUSABLE = trio_unusable()
 on_trio = pytest.mark.skipif(TRIO_UNUSABLE is not None, reason=TRIO_UNUSABLE or "")
-
-
-async def run_one(t: Any, arguments: Mapping[str, Any] | None = None) -> ToolResult:
-    state = await Step(Scripted([[tool_call(t.spec.name, arguments or {}, id="x")]]), tools=[t]).turn(START)
-    (result,) = state[-1].tool_results
-    return result
 
 
 async def cancel_at_tool_start(step: Step, started: threading.Event) -> tuple[list[State], ToolResult]:

@@ -10,10 +10,7 @@ import pytest
 from loop import (
     ArgumentChecker,
     FunctionTool,
-    Role,
-    State,
     Step,
-    Text,
     Tool,
     ToolResult,
     ToolSpec,
@@ -21,20 +18,12 @@ from loop import (
     index_tools,
     tool,
 )
-from provider import Scripted, tool_call
-
-START = State().append(Role.USER, Text("go"))
-
+from provider import Scripted
+from tests.loop.one_call import run_one
 
 class Unit(enum.Enum):
     CELSIUS = "c"
     FAHRENHEIT = "f"
-
-
-async def run_one(t: Any, arguments: Mapping[str, Any]) -> ToolResult:
-    state = await Step(Scripted([[tool_call(t.spec.name, arguments, id="x")]]), tools=[t]).turn(START)
-    (result,) = state[-1].tool_results
-    return result
 
 
 def test_schema_from_type_hints() -> None:

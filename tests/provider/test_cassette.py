@@ -41,7 +41,7 @@ from loop.errors import (
 )
 from provider import CassetteMismatch, Function, Recording, Replay, Retry, Scripted, tool_call
 from provider.testing import check_provider
-from tests.provider.streams import REQUEST, collect
+from tests.provider.streams import REQUEST, Held, collect
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
@@ -392,26 +392,11 @@ async def test_an_exception_that_is_no_provider_error_is_recorded_as_an_error(tm
 
 async def test_closing_a_recording_early_closes_the_inner_stream_and_marks_the_exchange(tmp_path: Path) -> None:
     path = tmp_path / "c.jsonl"
-    closed: list[int] = []
-    held: list[Any] = []  # held, so the garbage collector cannot be what closes them
-
-    async def reply(request: Request) -> AsyncIterator[Any]:
-        try:
-            yield TextDelta("one")
-            yield TextDelta("two")
-            yield Finish("stop")
-        finally:
-            closed.append(1)
-
-    class Holding:
-        def stream(self, request: Request) -> AsyncIterator[Any]:
-            held.append(reply(request))
-            return held[-1]
-
-    stream = Recording(Holding(), path).stream(REQUEST)
+    inner = Held(TextDelta("one"), TextDelta("two"), Finish("stop"))
+    stream = Recording(inner, path).stream(REQUEST)
     assert await stream.__anext__() == TextDelta("one")
     await stream.aclose()  # type: ignore[attr-defined]
-    assert closed == [1]
+    assert inner.closed == 1
     [entry] = lines(path)
     assert entry["deltas"] == [{"type": "text", "text": "one"}]
     assert entry["incomplete"] is True

@@ -26,7 +26,7 @@ from loop.errors import (
 from provider import Function, Retry, Scripted, tool_call
 from provider._http import status_error, transport_error
 from provider.testing import check_provider
-from tests.provider.streams import REQUEST, collect
+from tests.provider.streams import REQUEST, Held, collect
 
 
 OK = [TextDelta("ok"), Finish("stop")]
@@ -363,25 +363,11 @@ async def test_a_provider_that_fails_in_stream_itself_is_retried() -> None:
 
 
 async def test_closing_the_retry_stream_early_closes_the_inner_stream() -> None:
-    closed: list[int] = []
-    held: list[Any] = []  # held, so the garbage collector cannot be what closes them
-
-    async def reply(request: Request) -> AsyncIterator[Any]:
-        try:
-            yield TextDelta("one")
-            yield TextDelta("two")
-        finally:
-            closed.append(1)
-
-    class Holding:
-        def stream(self, request: Request) -> AsyncIterator[Any]:
-            held.append(reply(request))
-            return held[-1]
-
-    stream = Retry(Holding()).stream(REQUEST)
+    inner = Held(TextDelta("one"), TextDelta("two"))
+    stream = Retry(inner).stream(REQUEST)
     assert await stream.__anext__() == TextDelta("one")
     await stream.aclose()  # type: ignore[attr-defined]
-    assert closed == [1]
+    assert inner.closed == 1
 
 
 async def test_cancellation_during_the_backoff_sleep_propagates() -> None:

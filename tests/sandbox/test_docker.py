@@ -9,6 +9,7 @@ from sandbox import DockerSandbox, SandboxConfig, SandboxError, ToolBridge
 from sandbox._engine import connect
 from sandbox.testing import check_sandbox
 from tests.sandbox.docker_env import our_containers, wait_until_no_containers
+from tests.sandbox.run_shape import check_run_shape
 
 pytestmark = pytest.mark.docker
 
@@ -52,6 +53,14 @@ async def test_the_running_container_is_locked_down(docker_config: SandboxConfig
     assert host["AutoRemove"] is True and host["LogConfig"]["Type"] == "none"
     assert info["Config"]["User"] == "65534:65534"
     await wait_until_no_containers()  # the cancelled run's container is removed too
+
+
+async def test_a_command_sees_the_run_the_local_sandbox_gives(docker_config: SandboxConfig) -> None:
+    run = await check_run_shape(DockerSandbox(attrs.evolve(docker_config, env={"MODE": "test"})), "python3",
+                                ["MODE"])
+    assert run["env"] == ["HOME", "LANG", "MODE", "PATH", "PYTHONDONTWRITEBYTECODE", "TMPDIR"]
+    assert (run["cwd"], run["tmpdir"], run["stdin"]) == (docker_config.workdir, "/tmp", "")
+    await wait_until_no_containers()
 
 
 async def test_limits_are_in_force_inside(docker_config: SandboxConfig) -> None:

@@ -12,20 +12,8 @@ import pytest
 from loop import UsageError
 from sandbox import UnsafeLocalSandbox
 from sandbox.testing import check_sandbox
-
-
-def running(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-async def wait_until_dead(pid: int) -> None:
-    with anyio.fail_after(10):
-        while running(pid):
-            await anyio.sleep(0.02)
+from tests.processes import wait_until_dead
+from tests.sandbox.run_shape import check_run_shape
 
 
 async def test_it_keeps_the_sandbox_contract() -> None:
@@ -41,6 +29,14 @@ async def test_the_program_does_not_see_this_process_environment(monkeypatch: py
     names = eval(result.stdout)  # a printed list of names
     assert "SANDBOX_TEST_SECRET" not in names and "MODE" in names
     assert set(names) <= {"PATH", "HOME", "LANG", "TMPDIR", "PYTHONDONTWRITEBYTECODE", "MODE", "LC_CTYPE"}
+
+
+async def test_a_command_sees_the_run_the_docker_sandbox_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SANDBOX_TEST_SECRET", "hunter2-local")
+    run = await check_run_shape(UnsafeLocalSandbox(env={"MODE": "test"}), sys.executable, ["MODE"])
+    assert run["env"] == ["HOME", "LANG", "MODE", "PATH", "PYTHONDONTWRITEBYTECODE", "TMPDIR"]
+    assert Path(run["cwd"]).name == "work" and Path(run["tmpdir"]).parent == Path(run["cwd"]).parent
+    assert run["cwd"] != str(Path.cwd()) and run["stdin"] == ""
 
 
 async def test_the_working_directory_is_fresh_and_removed_afterwards() -> None:

@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 from sandbox._run import SUPERVISOR, Capped, FrameReader, Job, ProtocolViolation, run_job
+from tests.processes import running
 
 
 def frame(kind: bytes, payload: bytes) -> bytes:
@@ -129,11 +130,3 @@ def test_when_the_host_goes_away_the_supervisor_ends_the_program(tmp_path: Path)
     while running(pid):  # killed with the supervisor's process group (a zombie runs nothing)
         assert time.monotonic() < deadline, "the program outlived its supervisor"
         time.sleep(0.01)
-
-
-def running(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"

@@ -48,14 +48,10 @@ from session import (
 )
 from tests.session.store_kinds import opened_store
 from tests.session import blocking_sub_agent_program as program
+from tests.session.models import echo
 
 ROOT = Path(__file__).resolve().parents[2]
 BRANCHES = 50
-
-
-def shout(request: Request) -> str:
-    """The model: the last turn's text, upper-cased."""
-    return request.turns[-1].text.upper()
 
 
 async def until(events: AsyncIterator[Any], kind: type, count: int = 1) -> list[Any]:
@@ -204,7 +200,7 @@ def helper_model(request: Request) -> Any:
         return tool_call("consult", {"question": "tool question"})
     if last.role is Role.TOOL:
         return f"the tool said {last.tool_results[0].content}"
-    return shout(request)
+    return echo(request)
 
 
 async def test_a_helper_agent_on_a_fresh_state_in_the_processor_is_never_stored() -> None:
@@ -217,7 +213,7 @@ async def test_a_helper_agent_on_a_fresh_state_in_the_processor_is_never_stored(
         return await executor.turn(state)
 
     store = MemoryStore()
-    async with Manager(processor, provider=Function(shout), store=store) as manager:
+    async with Manager(processor, provider=Function(echo), store=store) as manager:
         session = await manager.open("s")
         with session.events.subscribe(buffer=None) as events:
             await session.ask("one")
@@ -238,7 +234,7 @@ async def test_a_helper_asked_the_users_very_words_on_a_fresh_state_is_never_sto
         helper = await ReAct(executor).run(State().append(Role.USER, Text(state.last.text)))
         return await executor.submit(state, Role.SYSTEM, Text(f"the helper said {helper.answer}"))
 
-    async with Manager(processor, provider=Function(shout)) as manager:
+    async with Manager(processor, provider=Function(echo)) as manager:
         session = await manager.open("s")
         with session.events.subscribe(buffer=None) as events:
             await session.ask("hello")
@@ -308,7 +304,7 @@ async def test_a_result_that_does_not_extend_its_input_fails_the_message_and_is_
         return "FORGED"
 
     store = MemoryStore()
-    async with Manager(processor, provider=Function(shout), store=store) as manager:
+    async with Manager(processor, provider=Function(echo), store=store) as manager:
         session = await manager.open("s")
         await session.ask("fine")
         with session.events.subscribe(buffer=None) as events:
@@ -465,7 +461,7 @@ async def test_stamped_events_tell_branch_deltas_from_the_main_lines() -> None:
         await fan_out([functools.partial(branch_agent, executor, state, i) for i in (1, 2, 3)])
         return await ReAct(executor).run(state)
 
-    async with Manager(processor, provider=Function(shout, chunk_size=3)) as manager:
+    async with Manager(processor, provider=Function(echo, chunk_size=3)) as manager:
         session = await manager.open("s")
         with session.step.events.subscribe(stamped=True, buffer=None) as events:  # type: ignore[attr-defined]
             await session.ask("the main answer")

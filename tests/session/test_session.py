@@ -36,6 +36,7 @@ from session import (
     TurnStored,
     step_factory,
 )
+from tests.session.models import echo
 
 release = anyio.Event()
 
@@ -54,11 +55,6 @@ async def hang(label: str) -> str:
     return label
 
 
-def echo_model(request: Request) -> str:
-    """Answers each user message with its text, upper-cased."""
-    return request.turns[-1].text.upper()
-
-
 async def events_until(events: AsyncIterator, kind: type, count: int = 1) -> list:
     seen = []
     with anyio.fail_after(5):
@@ -71,7 +67,7 @@ async def events_until(events: AsyncIterator, kind: type, count: int = 1) -> lis
 
 async def test_a_message_is_processed_persisted_and_answered() -> None:
     store = MemoryStore()
-    async with Manager(new_turn_processor(react_factory), provider=Function(echo_model), store=store) as manager:
+    async with Manager(new_turn_processor(react_factory), provider=Function(echo), store=store) as manager:
         session = await manager.open("s1")
         with session.events.subscribe() as events:
             state = await session.ask("hello")
@@ -185,7 +181,7 @@ async def test_a_processor_that_raises_leaves_the_session_usable() -> None:
             raise RuntimeError("pattern bug")
         return await executor.turn(state)
 
-    async with Manager(flaky, provider=Function(echo_model)) as manager:
+    async with Manager(flaky, provider=Function(echo)) as manager:
         session = await manager.open()
         with session.events.subscribe() as events:
             with pytest.raises(RuntimeError, match="pattern bug"):
@@ -206,7 +202,7 @@ async def test_a_store_failure_fails_the_message_without_half_writing() -> None:
             await super().append(session_id, start, turns, meta)
 
     store = Failing()
-    async with Manager(new_turn_processor(react_factory), provider=Function(echo_model), store=store) as manager:
+    async with Manager(new_turn_processor(react_factory), provider=Function(echo), store=store) as manager:
         session = await manager.open("s")
         await session.ask("kept")
         store.fail = True
@@ -234,7 +230,7 @@ async def test_an_interrupt_landing_during_the_last_write_still_reports_and_leav
             await super().append(session_id, start, turns, meta)
 
     store = Slow()
-    async with Manager(new_turn_processor(react_factory), provider=Function(echo_model), store=store) as manager:
+    async with Manager(new_turn_processor(react_factory), provider=Function(echo), store=store) as manager:
         session = await manager.open("s")
         with session.events.subscribe(buffer=None) as events:
             session.send("one")
@@ -269,11 +265,11 @@ async def test_a_full_queue_is_refused_clearly() -> None:
 
 async def test_a_session_resumes_from_sqlite_after_a_restart(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "c.db")
-    async with Manager(new_turn_processor(react_factory), provider=Function(echo_model), store=store) as manager:
+    async with Manager(new_turn_processor(react_factory), provider=Function(echo), store=store) as manager:
         await (await manager.open("kept")).ask("before")
     await store.aclose()
     store = SQLiteStore(tmp_path / "c.db")
-    async with Manager(new_turn_processor(react_factory), provider=Function(echo_model), store=store) as manager:
+    async with Manager(new_turn_processor(react_factory), provider=Function(echo), store=store) as manager:
         session = await manager.open("kept")
         assert [t.text for t in session.state] == ["before", "BEFORE"]
         state = await session.ask("after")
@@ -285,7 +281,7 @@ async def test_tool_calls_left_open_by_a_dead_process_are_answered_on_resume() -
     store = MemoryStore()
     half = State().append(Role.USER, Text("go")).append(Role.ASSISTANT, ToolCall("c1", "hang", "{}"))
     await store.append("s", 0, half.turns, {})
-    async with Manager(new_turn_processor(react_factory), provider=Function(echo_model), store=store) as manager:
+    async with Manager(new_turn_processor(react_factory), provider=Function(echo), store=store) as manager:
         session = await manager.open("s")
         state = await session.ask("are you there?")
     (result,) = state[2].tool_results
@@ -350,7 +346,7 @@ async def test_a_degraded_outcome_is_not_reported_as_a_success() -> None:
 
 
 async def test_the_manager_limits_reuses_and_closes_sessions() -> None:
-    async with Manager(new_turn_processor(react_factory), provider=Function(echo_model), max_sessions=2) as manager:
+    async with Manager(new_turn_processor(react_factory), provider=Function(echo), max_sessions=2) as manager:
         a = await manager.open()
         b = await manager.open()
         assert a.id != b.id and len(a.id) >= 24
@@ -363,7 +359,7 @@ async def test_the_manager_limits_reuses_and_closes_sessions() -> None:
 
 async def test_idle_sessions_are_closed_but_their_conversations_kept() -> None:
     store = MemoryStore()
-    async with Manager(new_turn_processor(react_factory), provider=Function(echo_model), store=store,
+    async with Manager(new_turn_processor(react_factory), provider=Function(echo), store=store,
                        idle_timeout=0.05) as manager:
         session = await manager.open("idle")
         await session.ask("hi")
@@ -382,7 +378,7 @@ async def test_each_session_gets_its_own_step_and_events() -> None:
         buses.append(events)
         return Step(provider, events=events)
 
-    async with Manager(new_turn_processor(react_factory), provider=Function(echo_model), make_step=make) as manager:
+    async with Manager(new_turn_processor(react_factory), provider=Function(echo), make_step=make) as manager:
         a, b = await manager.open(), await manager.open()
         assert a.events is buses[0] and b.events is buses[1] and buses[0] is not buses[1]
 
@@ -391,7 +387,7 @@ async def test_a_new_session_can_start_from_given_history() -> None:
     store = MemoryStore()
     history = (State().append(Role.SYSTEM, Text("be loud")).append(Role.USER, Text("earlier"))
                .append(Role.ASSISTANT, Text("EARLIER"))).turns
-    async with Manager(new_turn_processor(react_factory), provider=Function(echo_model), store=store) as manager:
+    async with Manager(new_turn_processor(react_factory), provider=Function(echo), store=store) as manager:
         session = await manager.open("h", history=history)
         state = await session.ask("now")
         assert [t.text for t in state] == ["be loud", "earlier", "EARLIER", "now", "NOW"]

@@ -13,10 +13,7 @@ from loop import Role, State, Text, ToolCall, Turn, UsageError
 from provider import Function
 from session import Manager, MemoryStore, MessageFailed, StoreError
 from session._groups import unwrap
-
-
-def echo(request: Any) -> str:
-    return request.turns[-1].text.upper()
+from tests.session.models import echo
 
 
 PROCESSOR = new_turn_processor(react_factory)

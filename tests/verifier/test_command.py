@@ -1,6 +1,5 @@
 """``CommandVerifier``: exit status as a verdict, output tails, timeouts and cancellation that leave no process."""
 
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -10,6 +9,7 @@ import anyio
 import pytest
 
 from loop import Role, State, Text, UsageError
+from tests.processes import running, wait_until_dead
 from verifier import CommandVerifier, Result, Status, run_all
 
 PY = sys.executable
@@ -22,30 +22,12 @@ def python(code: str) -> list[str]:
     return [PY, "-c", code]
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # killed, but not yet reaped by its (new) parent: a zombie runs nothing
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-async def wait_until_dead(pids: list[int]) -> None:
-    with anyio.fail_after(5):
-        while any(alive(pid) for pid in pids):
-            await anyio.sleep(0.01)
-
-
 async def read_pids(pidfile: Path) -> list[int]:
     with anyio.fail_after(5):
         while not pidfile.exists():
             await anyio.sleep(0.01)
     pids = [int(p) for p in pidfile.read_text().split()]
-    assert len(pids) == 2 and all(alive(pid) for pid in pids)
+    assert len(pids) == 2 and all(running(pid) for pid in pids)
     return pids
 
 
@@ -98,7 +80,7 @@ async def test_a_command_past_its_timeout_fails_and_its_whole_process_group_is_k
     result = await verifier.verify(ANSWERED)
     assert result.status is Status.FAIL
     assert "did not finish within 0.3 seconds and was killed." in result.report
-    await wait_until_dead([int(p) for p in pidfile.read_text().split()])
+    await wait_until_dead(*[int(p) for p in pidfile.read_text().split()])
 
 
 async def test_a_timeout_keeps_what_the_command_printed() -> None:
@@ -115,7 +97,7 @@ async def test_cancelling_verify_kills_the_process_group(tmp_path: Path) -> None
         group.start_soon(verifier.verify, ANSWERED)
         pids = await read_pids(pidfile)
         group.cancel_scope.cancel()
-    await wait_until_dead(pids)
+    await wait_until_dead(*pids)
 
 
 async def test_run_all_turns_a_hanging_command_into_a_fail(tmp_path: Path) -> None:
@@ -123,7 +105,7 @@ async def test_run_all_turns_a_hanging_command_into_a_fail(tmp_path: Path) -> No
     verifier = CommandVerifier("hangs", ["sh", "-c", SLEEPERS, "sh", str(pidfile)], timeout=60)
     (result,) = await run_all([verifier], ANSWERED, timeout=0.3)
     assert result == Result("hangs", Status.FAIL, "The check did not finish within 0.3 seconds.")
-    await wait_until_dead([int(p) for p in pidfile.read_text().split()])
+    await wait_until_dead(*[int(p) for p in pidfile.read_text().split()])
 
 
 # -- broken infrastructure -----------------------------------------------------------------------------

@@ -1,13 +1,16 @@
 """``CommandVerifier(..., sandbox=...)``: tests and linters run inside a sandbox over the files the model wrote."""
 
 import re
+import sys
 from typing import Any
 
+import attrs
 import pytest
 
 from loop import Role, State, Text, UsageError
 from sandbox import DockerSandbox, ExecResult, FunctionSandbox, SandboxConfig, SandboxError, UnsafeLocalSandbox
 from tests.sandbox.docker_env import docker_config  # noqa: F401  (the fixture)
+from tests.sandbox.run_shape import FILES as SHAPE_FILES
 from verifier import CommandVerifier, Result, Status, run_all
 from verifier.testing import check_verifier
 
@@ -87,6 +90,22 @@ async def test_run_all_over_sandboxed_verifiers() -> None:
     assert [(r.name, r.status) for r in results] == [("syntax", Status.PASS), ("tests", Status.FAIL)]
 
 
+def shape_checker(sandbox: Any, python: str, *names: str) -> CommandVerifier:
+    """A verifier whose command checks, from inside, the run both sandboxes promise (``tests.sandbox.run_shape``)."""
+    return CommandVerifier("run shape", [python, "shape.py", *names], sandbox=sandbox, files=SHAPE_FILES)
+
+
+async def test_the_command_sees_the_run_the_docker_sandbox_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SANDBOX_TEST_SECRET", "hunter2-verifier")
+    sandbox = UnsafeLocalSandbox(env={"MODE": "test"})
+    # This interpreter: a pyenv shim named `python3` would add variables of its own to the environment.
+    assert (await shape_checker(sandbox, sys.executable, "MODE").verify(answered(GOOD))).ok
+    result = await shape_checker(sandbox, sys.executable, "MODE", "NOT_GIVEN").verify(answered(GOOD))
+    assert result.status is Status.FAIL and "SANDBOX_TEST_SECRET" not in result.report
+    # stdout (the one JSON line), then stderr, each whole: the report the Docker sandbox gives too.
+    assert re.search(r'```\n\{"cwd": [^\n]*\}\nshape: the environment has [^\n]*\n```$', result.report), result
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"sandbox": UnsafeLocalSandbox(), "cwd": "/srv"}, "cwd does not apply with sandbox="),
     ({"sandbox": UnsafeLocalSandbox(), "env": {"A": "1"}}, "env does not apply with sandbox="),
@@ -102,6 +121,14 @@ def test_misuse_is_a_usage_error(kwargs: dict[str, Any], message: str) -> None:
 def test_repr_names_the_sandbox() -> None:
     assert repr(checker(UnsafeLocalSandbox())) == (
         "CommandVerifier('tests', ['python3', 'test_add.py'], sandbox=UnsafeLocalSandbox(timeout=30))")
+
+
+@pytest.mark.docker
+async def test_the_command_sees_the_run_the_local_sandbox_gives(docker_config: SandboxConfig) -> None:  # noqa: F811
+    sandbox = DockerSandbox(attrs.evolve(docker_config, env={"MODE": "test"}))
+    assert (await shape_checker(sandbox, "python3", "MODE").verify(answered(GOOD))).ok
+    result = await shape_checker(sandbox, "python3", "MODE", "NOT_GIVEN").verify(answered(GOOD))
+    assert re.search(r'```\n\{"cwd": [^\n]*\}\nshape: the environment has [^\n]*\n```$', result.report), result
 
 
 @pytest.mark.docker

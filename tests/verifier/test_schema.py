@@ -7,6 +7,7 @@ import attrs
 import pytest
 
 from loop import OutputType, Role, State, Text, UsageError
+from tests.json_errors import json_error
 from verifier import Result, SchemaVerifier, Status, Verifier, run_all
 from verifier.testing import check_verifier
 
@@ -25,14 +26,6 @@ class Bill:
 
 def answered(text: str) -> State:
     return State().append(Role.USER, Text("Bill me.")).append(Role.ASSISTANT, Text(text))
-
-
-def json_error(text: str) -> str:
-    """What ``json`` finds wrong with ``text`` and where. Python 3.13 words some problems differently (a
-    trailing comma is "Illegal trailing comma before end of object", at the comma), so tests ask ``json``."""
-    with pytest.raises(json.JSONDecodeError) as caught:
-        json.loads(text)
-    return f"{caught.value.msg} at line {caught.value.lineno}, column {caught.value.colno}"
 
 
 GOOD = answered('Here is the bill:\n```json\n{"lines": [{"name": "tea", "price": 3.5}], "total": 3.5}\n```')

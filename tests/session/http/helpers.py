@@ -12,7 +12,7 @@ import attrs
 import httpx
 
 from cognitive import new_turn_processor, react_factory
-from loop import Provider, Request, Tool
+from loop import Provider, Tool
 from session import Manager, Store, step_factory
 from session.http import HTTPConduit
 from session._bearer import owner_of
@@ -25,11 +25,6 @@ OTHER = "token-beta"
 def key(session_id: str, token: str = TOKEN) -> str:
     """The manager's (and store's) id for the session ``token``'s client calls ``session_id``."""
     return session_key(owner_of(token), session_id)
-
-
-def echo(request: Request) -> str:
-    """Answers each user message with its text, upper-cased."""
-    return request.turns[-1].text.upper()
 
 
 @attrs.define

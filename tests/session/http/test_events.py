@@ -15,7 +15,8 @@ from loop import Delta, Finish, Request, Role, Text, TextDelta, ToolCallDelta, T
 from provider import Function, tool_call
 from session import Manager, MemoryStore, MessageFinished, step_factory
 from session.http import HTTPConduit
-from tests.session.http.helpers import SSE, TOKEN, Frame, echo, in_process, key, on_socket, wait_turns
+from tests.session.http.helpers import SSE, TOKEN, Frame, in_process, key, on_socket, wait_turns
+from tests.session.models import echo
 
 
 @tool

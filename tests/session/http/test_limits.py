@@ -15,7 +15,8 @@ from loop import UsageError
 from provider import Function
 from session.http import HTTPConduit, RateLimit
 from session.http._openapi import OPENAPI
-from tests.session.http.helpers import OTHER, TOKEN, echo, in_process, wait_turns
+from tests.session.http.helpers import OTHER, TOKEN, in_process, wait_turns
+from tests.session.models import echo
 
 
 async def test_a_body_over_the_limit_is_413_by_its_content_length() -> None:

@@ -6,7 +6,8 @@ import pytest
 
 from provider import Function
 from session import MemoryStore
-from tests.session.http.helpers import OTHER, TOKEN, echo, in_process, key
+from tests.session.http.helpers import OTHER, TOKEN, in_process, key
+from tests.session.models import echo
 
 
 def client(served, token: str) -> openai.AsyncOpenAI:  # type: ignore[no-untyped-def]

@@ -12,7 +12,8 @@ from provider import Function
 from session import MemoryStore, MessageFailed, SQLiteStore, StoreError
 from session._conduit import Conduit
 from session.http import HTTPConduit
-from tests.session.http.helpers import OTHER, TOKEN, echo, in_process, key, wait_turns
+from tests.session.http.helpers import OTHER, TOKEN, in_process, key, wait_turns
+from tests.session.models import echo
 
 
 def gated(gate: anyio.Event) -> Function:

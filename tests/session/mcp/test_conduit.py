@@ -27,11 +27,6 @@ TOKEN = "t0ken"
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 async def served() -> AsyncIterator[tuple[Manager, str]]:
     """The fixture agent served over HTTP in this process: its manager and the endpoint's URL."""
     async with make_manager() as manager, anyio.create_task_group() as group:

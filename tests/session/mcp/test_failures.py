@@ -16,11 +16,6 @@ from tests.session.mcp.helpers import HTTPFixture, stdio_fixture
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 async def guarded() -> AsyncIterator[HTTPFixture]:
     """The fixture server 'delta' over HTTP, refusing requests without ``Bearer s3cret``."""
     async with HTTPFixture("delta", token="s3cret") as server:

@@ -23,11 +23,6 @@ TIME_SERVER = MCPStdioServer(sys.executable, ["-m", "mcp_server_time", "--local-
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 async def time_tools() -> AsyncIterator[MCPTools]:
     async with MCPTools(TIME_SERVER, timeout=30) as tools:
         yield tools

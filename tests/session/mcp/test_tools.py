@@ -24,11 +24,6 @@ TRANSPORTS = ["stdio", "http"]
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 async def beta() -> AsyncIterator[HTTPFixture]:
     """The fixture server 'beta' over HTTP, shared by the module's tests."""
     async with HTTPFixture("beta") as server:

@@ -17,6 +17,7 @@ from loop.errors import ServerError
 from provider import Function, Scripted, tool_call
 from session import Manager, MemoryStore, step_factory
 from session.openai import openai_app
+from tests.session.models import echo
 from verifier import FunctionVerifier, failed, passed
 
 ASK = [{"role": "user", "content": "hello there"}]
@@ -26,11 +27,6 @@ ASK = [{"role": "user", "content": "hello there"}]
 def add(a: int, b: int) -> int:
     """Add two integers."""
     return a + b
-
-
-def echo(request: Request) -> str:
-    """Answers the last message upper-cased."""
-    return request.turns[-1].text.upper()
 
 
 @attrs.define
