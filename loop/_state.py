@@ -128,6 +128,24 @@ class State:
             new = _Node(later, new)
         return State._make(new, self._meta)
 
+    def without_outcome(self) -> State:
+        """A new state whose answer turn (the last assistant turn) records no outcome: for a run that goes on
+        from a turn marked ``pending`` (its calls left open), once someone answers them. The same state when
+        that turn records none."""
+        trailing: list[Turn] = []
+        node = self._node
+        while node is not None and node.turn.role is not Role.ASSISTANT:
+            trailing.append(node.turn)
+            node = node.prev
+        if node is None or META_KEY not in node.turn.meta:
+            return self
+        turn = node.turn
+        new = _Node(Turn(turn.role, turn.parts, {k: v for k, v in turn.meta.items() if k != META_KEY}, turn.name),
+                    node.prev)
+        for later in reversed(trailing):
+            new = _Node(later, new)
+        return State._make(new, self._meta)
+
     def degrade(self, reason: str) -> State:
         """``with_outcome("degraded", reason)``: the answer was written after a budget or cap stopped the run."""
         return self.with_outcome(DEGRADED, reason)

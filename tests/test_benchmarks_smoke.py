@@ -12,12 +12,12 @@ import pytest
 
 from loop import tracing
 from tests.benchmarks import __main__ as suite
-from tests.benchmarks import (bench_mcp, bench_runs, bench_sandbox, bench_session, bench_state, bench_tools,
+from tests.benchmarks import (bench_context, bench_mcp, bench_runs, bench_sandbox, bench_session, bench_state, bench_tools,
                               bench_turn, bench_verify, bench_wire)
 from tests.benchmarks._harness import Figure
 
 
-@pytest.mark.parametrize("module", [bench_turn, bench_tools, bench_runs, bench_verify, bench_state, bench_session,
+@pytest.mark.parametrize("module", [bench_turn, bench_tools, bench_runs, bench_context, bench_verify, bench_state, bench_session,
                                     bench_wire, bench_mcp, bench_sandbox],
                          ids=lambda m: m.__name__.rsplit(".", 1)[-1])
 def test_benchmark_runs_and_reports_positive_figures(module: ModuleType) -> None:

@@ -25,7 +25,7 @@ import logging
 import structlog
 
 from loop import tracing
-from tests.benchmarks import (bench_mcp, bench_runs, bench_sandbox, bench_session, bench_state, bench_tools,
+from tests.benchmarks import (bench_context, bench_mcp, bench_runs, bench_sandbox, bench_session, bench_state, bench_tools,
                               bench_turn, bench_verify, bench_wire)
 from tests.benchmarks._harness import Figure, render_table
 
@@ -33,6 +33,7 @@ BENCHMARKS: dict[str, Callable[..., list[Figure]]] = {
     "turn": bench_turn.run,
     "tools": bench_tools.run,
     "runs": bench_runs.run,
+    "context": bench_context.run,
     "verify": bench_verify.run,
     "state": bench_state.run,
     "session": bench_session.run,

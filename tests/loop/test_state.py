@@ -215,3 +215,16 @@ def test_append_is_o1_and_shares_the_prefix() -> None:
     assert forks[123].last is not None and forks[123].last.text == "fork 123"
     assert forks[999].turns[-2] is first[-1]
     assert big.turns == first
+
+
+def test_without_outcome_takes_the_answers_outcome_off_and_keeps_what_follows() -> None:
+    state = (State().append(Role.USER, Text("q"))
+             .append(Role.ASSISTANT, ToolCall("c1", "f", "{}"))
+             .with_outcome("pending", "left open"))
+    assert state.outcome is not None and state.outcome.status == "pending"
+    cleared = state.without_outcome()
+    assert cleared.outcome is None and cleared.turns[1].tool_calls == state.turns[1].tool_calls
+    answered = state.append(Role.TOOL, ToolResult("c1", "f", "ok")).without_outcome()
+    assert answered.outcome is None and answered.last.role is Role.TOOL
+    plain = State().append(Role.USER, Text("q"))
+    assert plain.without_outcome() is plain
