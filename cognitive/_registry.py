@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from cognitive._pattern import Pattern
 from loop import UsageError
 
-Builder = Callable[..., Pattern]
-"""``builder(step, **settings) -> Pattern``; its keyword-only parameters are the settings it accepts."""
+Factory = Callable[..., Pattern]
+"""A pattern class (or a function) registered by name. Its parameters say how ``build`` calls it: ``step`` and
+``submitter`` receive the step, ``inner`` the wrapped pattern (a pattern or a name, ``"react"`` by default),
+``*stages`` the ``stages`` setting; every other parameter is a setting, required when it has no default."""
+
+_STEP = ("step", "submitter")
+_DEFAULT_INNER = "react"
 
 
 class RegistryError(UsageError, ValueError):
@@ -19,65 +24,97 @@ class RegistryError(UsageError, ValueError):
     setting; the message lists the valid ones. A ``ValueError`` too, as a bad value passed in."""
 
 
-_BUILDERS: dict[str, Builder] = {}
+_FACTORIES: dict[str, Factory] = {}
 
 
-def register(name: str, builder: Builder) -> None:
-    """Add ``builder`` under ``name`` (lower case, words joined by ``-``). Its keyword-only parameters are the
-    settings ``build`` accepts for it; a parameter without a default is a setting that must be given."""
+def register(name: str, factory: Factory) -> None:
+    """Make ``factory`` (a pattern class, or a function returning a pattern) buildable as ``name`` (lower case,
+    words joined by ``-``); see ``Factory`` for how its parameters are filled."""
     if not isinstance(name, str) or not name or name != name.strip().lower() or " " in name:
         raise UsageError(f"a pattern name is lower case with no spaces, like 'self-consistency'; got {name!r}")
-    if not callable(builder):
-        raise UsageError(f"register needs a builder function (step, **settings) -> Pattern, got {builder!r}")
-    if name in _BUILDERS:
+    if not callable(factory):
+        raise UsageError(f"register needs a pattern class or a function returning a pattern, got {factory!r}")
+    if name in _FACTORIES:
         raise UsageError(f"a pattern named {name!r} is already registered")
-    _BUILDERS[name] = builder
+    _FACTORIES[name] = factory
 
 
 def names() -> tuple[str, ...]:
     """Every name ``build`` knows, sorted."""
-    return tuple(sorted(_BUILDERS))
+    return tuple(sorted(_FACTORIES))
 
 
 def settings(name: str) -> dict[str, Any]:
-    """The settings the pattern ``name`` accepts, each with its default (``inspect.Parameter.empty`` for one
-    that must be given)."""
-    return {p.name: p.default for p in _keywords(_builder(name))}
+    """The settings the pattern ``name`` takes, each with its default (``inspect.Parameter.empty`` for one that
+    must be given)."""
+    return dict(_settings(_factory(name)))
 
 
 def build(name: str, step: Any, **settings: Any) -> Pattern:
     """The pattern registered as ``name``, built on ``step`` with ``settings``.
 
     ``build("self-consistency", step, n=7)`` is ``SelfConsistency(ReAct(step), n=7)``. A wrapper's ``inner``
-    setting takes a pattern or another name (built on the same step with its defaults). Raises
-    ``RegistryError`` (a ``ValueError``) for an unknown name or setting, listing the valid ones, and for a
-    missing required setting.
+    takes a pattern or a name (built on the same step with its defaults); ``"react"`` when not given. Router's
+    ``choices`` may name patterns the same way. Raises ``RegistryError`` (a ``ValueError``) for an unknown name
+    or setting, listing the valid ones, and for a missing required setting.
     """
-    builder = _builder(name)
-    accepted = {p.name: p for p in _keywords(builder)}
+    factory = _factory(name)
+    accepted = _settings(factory)
     unknown = sorted(set(settings) - set(accepted))
     if unknown:
         valid = ", ".join(accepted) or "none"
         raise RegistryError(f"{name!r} has no setting {', '.join(map(repr, unknown))}; its settings are: {valid}")
-    missing = [n for n, p in accepted.items() if p.default is inspect.Parameter.empty and n not in settings]
+    missing = [n for n, default in accepted.items() if default is inspect.Parameter.empty and n not in settings]
     if missing:
         raise RegistryError(f"{name!r} needs the setting{'s' if len(missing) > 1 else ''} "
                             f"{', '.join(map(repr, missing))}")
-    if "inner" in settings and isinstance(settings["inner"], str):
-        settings["inner"] = build(settings["inner"], step)
-    return builder(step, **settings)
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    for param in inspect.signature(factory).parameters.values():
+        if param.name in _STEP and param.name not in settings:
+            value: Any = step
+        elif param.name == "inner":
+            value = _pattern(settings.get("inner", _DEFAULT_INNER), step)
+        elif param.name == "choices" and isinstance(settings.get("choices"), Mapping):
+            value = {key: _pattern(choice, step) for key, choice in settings["choices"].items()}
+        elif param.kind is inspect.Parameter.VAR_POSITIONAL:
+            args.extend(settings[param.name])
+            continue
+        elif param.name in settings:
+            value = settings[param.name]
+        else:
+            continue
+        if param.kind is inspect.Parameter.KEYWORD_ONLY:
+            kwargs[param.name] = value
+        else:
+            args.append(value)
+    return factory(*args, **kwargs)
 
 
-def _builder(name: str) -> Builder:
+def _pattern(value: Any, step: Any) -> Any:
+    return build(value, step) if isinstance(value, str) else value
+
+
+def _factory(name: str) -> Factory:
     if not isinstance(name, str):
         raise RegistryError(f"a pattern name is a string; got {name!r}. Valid names: {', '.join(names())}")
     try:
-        return _BUILDERS[name]
+        return _FACTORIES[name]
     except KeyError:
-        close = difflib.get_close_matches(name, _BUILDERS, n=1)
+        close = difflib.get_close_matches(name, _FACTORIES, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise RegistryError(f"no pattern is named {name!r}{hint}; valid names: {', '.join(names())}") from None
 
 
-def _keywords(builder: Builder) -> list[inspect.Parameter]:
-    return [p for p in inspect.signature(builder).parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+def _settings(factory: Factory) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for param in inspect.signature(factory).parameters.values():
+        if param.name in _STEP and param.kind is not inspect.Parameter.KEYWORD_ONLY:
+            continue
+        if param.name == "inner":
+            found["inner"] = _DEFAULT_INNER
+        elif param.kind is inspect.Parameter.VAR_POSITIONAL:
+            found[param.name] = inspect.Parameter.empty
+        elif param.kind is not inspect.Parameter.VAR_KEYWORD:
+            found[param.name] = param.default
+    return found

@@ -41,10 +41,12 @@ PUBLIC = {
         "Verdict", "Verifier", "build_report", "check_verifiers", "failed", "passed", "run_all",
     ],
     "cognitive": [
-        "Chain", "CodeAction", "Critic", "Pattern", "PatternFactory", "ReAct", "Reflection", "Reflexion", "Router",
-        "SelfConsistency", "SelfRefine", "SingleShot", "Stage", "Template", "TemplateError", "ToolCheckedVerifier",
-        "TurnProcessor", "Verify", "WithBudget", "WithOutput", "WithVerification", "answer_value",
-        "new_turn_processor", "normalise_answer", "react_factory",
+        "AutoContext", "Chain", "CodeAction", "Critic", "FitToWindow", "FromLastCompaction", "Ledger", "Managed",
+        "Pattern", "PatternFactory", "ReAct", "Reflection", "Reflexion", "RegistryError", "ReuseResults", "Router",
+        "SelfConsistency", "SelfRefine", "SingleShot", "SlidingWindow", "Stage", "Summarize", "Template",
+        "TemplateError", "ToolCheckedVerifier", "TruncateToolResults", "TurnProcessor", "Verify", "WithBudget",
+        "WithOutput", "WithVerification", "answer_value", "build", "names", "new_turn_processor",
+        "normalise_answer", "react_factory", "register", "settings", "tiktoken_counter",
     ],
     "session": [
         "Conduit", "DeletingStore", "EventLog", "EventReader", "EventsLost", "HTTPConduit", "Interrupted",

@@ -1,0 +1,47 @@
+"""``Managed``: a tool loop whose model sees the task and a ledger of facts instead of the whole transcript."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cognitive._ledger import Ledger
+from cognitive._pattern import check_start
+from cognitive._react import ReAct
+from loop import State, UsageError, scope
+
+
+class Managed:
+    """A ReAct tool loop over the facts-ledger view, for long tool chains.
+
+    Each turn the model sees the conversation's system and user turns, the latest exchange it must react to,
+    and one system turn listing what earlier calls found (``tool(args) = result``, one line per distinct
+    call; see ``Ledger``), so its prompt stays about the same size however many calls came before. The stored
+    conversation keeps every turn. ``step`` must be a ``Step`` (the view is added with ``step.derive``);
+    ``ledger`` sets the view's limits. Loop detection is on by default (``detect_loops``), since a model
+    that no longer sees an old exchange in full is likelier to ask for it again. Costs one model call per
+    turn, as ReAct.
+    """
+
+    __slots__ = ("step", "max_turns", "detect_loops", "ledger", "_react")
+
+    def __init__(self, step: Any, *, max_turns: int = 12, detect_loops: bool = True,
+                 ledger: Ledger | None = None) -> None:
+        derive = getattr(step, "derive", None)
+        if not callable(derive) or not hasattr(step, "transforms"):
+            raise UsageError(f"Managed needs a loop.Step (it adds the ledger view with step.derive), got {step!r}")
+        if ledger is not None and not isinstance(ledger, Ledger):
+            raise UsageError(f"ledger must be a cognitive.Ledger, got {ledger!r}")
+        self.step = step
+        self.max_turns = max_turns
+        self.detect_loops = detect_loops
+        self.ledger = ledger if ledger is not None else Ledger()
+        self._react = ReAct(derive(transforms=(*step.transforms, self.ledger)), max_turns=max_turns,
+                            detect_loops=detect_loops)
+
+    async def run(self, state: State) -> State:
+        check_start(state, "Managed")
+        with scope("Managed"):
+            return await self._react.run(state)
+
+    def __repr__(self) -> str:
+        return f"Managed({self.step!r}, max_turns={self.max_turns})"
