@@ -14,7 +14,6 @@ With ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` set (model from ``OPENAI_MODEL``,
 
 from __future__ import annotations
 
-import os
 import re
 
 import anyio
@@ -138,17 +137,11 @@ async def show(events: Subscription) -> None:
 
 def configured_provider() -> loop.Provider:
     """A real model when the environment names one, else the scripted demo model."""
-    if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
-        model = os.environ.get("OPENAI_MODEL", "gpt-4o-mini")
-        where = {"base_url": os.environ["OPENAI_BASE_URL"]} if os.environ.get("OPENAI_BASE_URL") else {}
-        print(f"Running on {model} at {where.get('base_url', 'OpenAI')}.\n")
-        return provider.Retry(provider.OpenAICompatible(model, **where))
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        model = os.environ.get("ANTHROPIC_MODEL", "claude-sonnet-4-5")
-        print(f"Running on Anthropic {model}.\n")
-        return provider.Retry(provider.Anthropic(model))
-    print("Running on the offline demo model (provider.Function; no model needed).\n")
-    return demo_provider()
+    demo = demo_provider()
+    chosen = provider.from_environment(demo)
+    print("Running on the offline demo model (provider.Function; no model needed).\n" if chosen is demo
+          else f"Running on {chosen!r}.\n")
+    return chosen
 
 
 async def main() -> None:

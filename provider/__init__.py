@@ -12,7 +12,7 @@ from provider._offline import Function, ReplyFunction, Scripted
 from provider._openai import OpenAICompatible
 from provider._replies import Reply, tool_call
 from provider._retry import Retry
-from provider._spec import from_spec
+from provider._spec import from_environment, from_spec
 
 __all__ = [
     "Anthropic",
@@ -25,6 +25,7 @@ __all__ = [
     "ReplyFunction",
     "Retry",
     "Scripted",
+    "from_environment",
     "from_spec",
     "is_loopback",
     "tool_call",

@@ -1,4 +1,5 @@
-"""``from_spec``: a provider from a short string, as the command line and configuration files name them."""
+"""``from_spec``: a provider from a short string, as the command line and configuration files name them; and
+``from_environment``: the model the environment names, else a default."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import httpx
 from loop import Provider, UsageError
 from provider._anthropic import ANTHROPIC_URL, Anthropic
 from provider._openai import OPENAI_URL, OpenAICompatible
+from provider._retry import Retry
 
 FORMS = ("openai:MODEL", "anthropic:MODEL", "openai-compatible:MODEL@BASE_URL")
 _ACCEPTED = (f"use one of {', '.join(FORMS)} "
@@ -17,6 +19,24 @@ _ACCEPTED = (f"use one of {', '.join(FORMS)} "
 # The model ends at the first '@' that starts an http(s) URL, so model names may hold '@' (org/model@v2) and
 # URLs may hold user info (http://user@host).
 _AT_URL = re.compile(r"(?P<model>.+?)@(?P<url>https?://.+)", re.IGNORECASE)
+
+
+def from_environment(default: Provider) -> Provider:
+    """A real model when the environment names one, else ``default`` (say, an offline demo model), so that one
+    program runs both ways.
+
+    ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` set: ``from_spec("openai:" + OPENAI_MODEL)`` (``gpt-4o-mini`` when
+    ``OPENAI_MODEL`` is unset); else ``ANTHROPIC_API_KEY`` set: ``from_spec("anthropic:" + ANTHROPIC_MODEL)``
+    (``claude-sonnet-4-5``). A real model comes wrapped in ``Retry``. Empty variables count as unset; the
+    result is ``default`` itself when no variable is set.
+    """
+    if not callable(getattr(default, "stream", None)):
+        raise UsageError(f"from_environment needs a default provider (something with stream(request)), got {default!r}")
+    if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
+        return Retry(from_spec(f"openai:{os.environ.get('OPENAI_MODEL') or 'gpt-4o-mini'}"))
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        return Retry(from_spec(f"anthropic:{os.environ.get('ANTHROPIC_MODEL') or 'claude-sonnet-4-5'}"))
+    return default
 
 
 def from_spec(spec: str, *, client: httpx.AsyncClient | None = None) -> Provider:

@@ -34,7 +34,7 @@ PUBLIC = {
     "loop.tracing": ["NOOP_SPAN", "configure", "configure_logging", "current_tracer", "enabled", "logger", "span", "start"],
     "provider": [
         "Anthropic", "CassetteMismatch", "Function", "OpenAICompatible", "Recording", "Replay", "Reply",
-        "ReplyFunction", "Retry", "Scripted", "from_spec", "is_loopback", "tool_call",
+        "ReplyFunction", "Retry", "Scripted", "from_environment", "from_spec", "is_loopback", "tool_call",
     ],
     "verifier": [
         "Check", "CommandVerifier", "FunctionVerifier", "JudgeVerifier", "Result", "SchemaVerifier", "Status",

@@ -49,7 +49,7 @@ async def test_quickstart_talks_to_the_endpoint_named_in_the_environment(server:
     done = await anyio.to_thread.run_sync(lambda: subprocess.run(
         [sys.executable, "examples/quickstart.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60))
     assert done.returncode == 0, done.stderr
-    assert f"Running on local-model at {server.url}/v1" in done.stdout
+    assert f"Running on Retry(OpenAICompatible('local-model', base_url='{server.url}/v1')" in done.stdout
     assert "final answer: 200 km in 2 h: 100 km/h." in done.stdout
     assert "tokens: 200 in, 40 out" in done.stdout
     bodies = [r.json() for r in server.requests]

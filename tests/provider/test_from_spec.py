@@ -346,3 +346,23 @@ def test_a_reasoning_model_gets_max_completion_tokens_only_from_openai_itself(
     assert isinstance(made, OpenAICompatible)
     body = made.body(Request((Turn(Role.USER, (Text("hi"),)),), (), Options(max_tokens=64)))
     assert body[field] == 64 and len({"max_tokens", "max_completion_tokens"} & body.keys()) == 1
+
+
+def test_from_environment_gives_the_default_unless_a_model_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from provider import Function, Retry, from_environment
+
+    demo = Function(lambda request: "hi")
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "ANTHROPIC_API_KEY", "ANTHROPIC_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    assert from_environment(demo) is demo
+    monkeypatch.setenv("OPENAI_API_KEY", "")  # empty counts as unset
+    assert from_environment(demo) is demo
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    monkeypatch.setenv("ANTHROPIC_MODEL", "claude-x")
+    chosen = from_environment(demo)
+    assert isinstance(chosen, Retry) and "Anthropic('claude-x'" in repr(chosen)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # OpenAI wins when both are named
+    chosen = from_environment(demo)
+    assert "OpenAICompatible('gpt-4o-mini', base_url='http://127.0.0.1:9/v1')" in repr(chosen)
+    with pytest.raises(UsageError, match="default provider"):
+        from_environment(object())  # type: ignore[arg-type]
