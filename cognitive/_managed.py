@@ -7,7 +7,7 @@ from typing import Any
 from cognitive._ledger import Ledger
 from cognitive._pattern import check_start
 from cognitive._react import ReAct
-from loop import State, UsageError, scope
+from loop import State, Transform, UsageError, scope
 
 
 class Managed:
@@ -15,27 +15,30 @@ class Managed:
 
     Each turn the model sees the conversation's system and user turns, the latest exchange it must react to,
     and one system turn listing what earlier calls found (``tool(args) = result``, one line per distinct
-    call; see ``Ledger``), so its prompt stays about the same size however many calls came before. The stored
-    conversation keeps every turn. ``step`` must be a ``Step`` (the view is added with ``step.derive``);
-    ``ledger`` sets the view's limits. Loop detection is on by default (``detect_loops``), since a model
-    that no longer sees an old exchange in full is likelier to ask for it again. Costs one model call per
-    turn, as ReAct.
+    call, long results excerpted; see ``Ledger``). The prompt grows by one short line per new fact until the
+    list reaches the ledger's ``max_chars``, and stays that size from then on (the oldest facts give way, and
+    the list says how many); the stored conversation keeps every turn. ``view`` replaces the default
+    ``Ledger()``: one with other limits, an ``AutoContext()`` (full history until a threshold), or any
+    transform. ``step`` must be a ``Step`` (the view is added with ``step.derive``). Loop detection is on by
+    default (``detect_loops``), since a model that no longer sees an old exchange in full is likelier to ask
+    for it again. Costs one model call per turn, as ReAct.
     """
 
-    __slots__ = ("step", "max_turns", "detect_loops", "ledger", "_react")
+    __slots__ = ("step", "max_turns", "detect_loops", "view", "_react")
 
     def __init__(self, step: Any, *, max_turns: int = 12, detect_loops: bool = True,
-                 ledger: Ledger | None = None) -> None:
+                 view: Transform | None = None) -> None:
         derive = getattr(step, "derive", None)
         if not callable(derive) or not hasattr(step, "transforms"):
             raise UsageError(f"Managed needs a loop.Step (it adds the ledger view with step.derive), got {step!r}")
-        if ledger is not None and not isinstance(ledger, Ledger):
-            raise UsageError(f"ledger must be a cognitive.Ledger, got {ledger!r}")
+        if view is not None and not callable(view):
+            raise UsageError(f"view must be a transform (State -> State), such as Ledger() or AutoContext(); "
+                             f"got {view!r}")
         self.step = step
         self.max_turns = max_turns
         self.detect_loops = detect_loops
-        self.ledger = ledger if ledger is not None else Ledger()
-        self._react = ReAct(derive(transforms=(*step.transforms, self.ledger)), max_turns=max_turns,
+        self.view: Transform = view if view is not None else Ledger()
+        self._react = ReAct(derive(transforms=(*step.transforms, self.view)), max_turns=max_turns,
                             detect_loops=detect_loops)
 
     async def run(self, state: State) -> State:

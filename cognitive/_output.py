@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 from cognitive._pattern import Pattern
 from loop import (Options, OutputType, Role, State, Text, TurnExecutor, TurnKind, UsageError, non_negative_int, scope,
@@ -107,6 +107,14 @@ class WithOutput(Generic[T]):
 
     def __repr__(self) -> str:
         return f"WithOutput({self.inner!r}, {self.output.name}, mode={self.mode!r})"
+
+
+@overload
+def answer_value(state: State, output_type: type[T]) -> T: ...
+@overload
+def answer_value(state: State, output_type: OutputType[T]) -> T: ...
+@overload
+def answer_value(state: State, output_type: Mapping[str, Any]) -> Any: ...
 
 
 def answer_value(state: State, output_type: Any) -> Any:

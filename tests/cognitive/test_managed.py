@@ -2,7 +2,7 @@
 
 import pytest
 
-from cognitive import Ledger, Managed, SingleShot
+from cognitive import AutoContext, Ledger, Managed, SingleShot
 from loop import Request, Role, State, Step, Text, UsageError, tool
 from provider import Function, tool_call
 
@@ -47,12 +47,20 @@ async def test_managed_detects_loops_by_default_and_takes_a_ledger() -> None:
         return tool_call("hop", {"node": 1}) if len(calls) < 4 else "stuck"
 
     step = Step(Function(model), tools=[hop])
-    state = await Managed(step, ledger=Ledger(max_result_chars=50)).run(State().append(Role.USER, Text("go")))
+    state = await Managed(step, view=Ledger(max_result_chars=50)).run(State().append(Role.USER, Text("go")))
     assert state.degraded and "tool loop" in state.outcome.reason
 
 
 def test_managed_needs_a_step_it_can_derive() -> None:
     with pytest.raises(UsageError, match="Managed needs a loop.Step"):
         Managed(SingleShot(Step(Function(lambda r: "x"))))
-    with pytest.raises(UsageError, match="ledger must be a cognitive.Ledger"):
-        Managed(Step(Function(lambda r: "x")), ledger=object())  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="view must be a transform"):
+        Managed(Step(Function(lambda r: "x")), view=object())  # type: ignore[arg-type]
+
+
+async def test_managed_takes_any_view() -> None:
+    model, seen = walker(3)
+    step = Step(Function(model), tools=[hop])
+    state = await Managed(step, view=AutoContext(max_tool_results=1)).run(State().append(Role.USER, Text("Walk.")))
+    assert state.answer == "the chain ends at node 3"
+    assert any(t.role is Role.SYSTEM for t in seen[-1].turns)  # past one result, AutoContext showed the ledger

@@ -90,3 +90,33 @@ def test_the_extending_provider_example_answers_with_the_tool_and_passes_its_che
     provider_lines = block[block.index("class Adder"):block.index("@tool")].strip().splitlines()
     assert len(provider_lines) <= 20, "the provider example stays about twenty lines"
     anyio.run(check_provider, namespace["Adder"])
+
+
+def _run_long_block(marker: str, capsys: pytest.CaptureFixture[str], limit: int) -> list[str]:
+    block = next(b for b in BLOCKS if marker in b)
+    assert len(block.strip().splitlines()) <= limit, "README examples stay short"
+    exec(compile(block, f"README block with {marker!r}", "exec"), {})
+    return capsys.readouterr().out.strip().splitlines()
+
+
+def test_the_patterns_example_votes_inside_one_budget(capsys: pytest.CaptureFixture[str]) -> None:
+    (line,) = _run_long_block("SelfConsistency(ReAct(step), n=5)", capsys, 25)
+    assert line == "The sum is 5. 1.0 10"  # 5 samples of 2 turns, each charged to the one budget
+
+
+def test_the_registry_example_routes_on_the_small_model(capsys: pytest.CaptureFixture[str]) -> None:
+    (line,) = _run_long_block('cognitive.build("router"', capsys, 25)
+    assert line == "42 arithmetic"
+
+
+def test_the_own_pattern_example_builds_by_name_and_nests(capsys: pytest.CaptureFixture[str]) -> None:
+    import cognitive
+
+    try:
+        (line,) = _run_long_block("class DraftThenPolish", capsys, 30)
+    finally:
+        cognitive._registry._FACTORIES.pop("draft-then-polish", None)
+    assert line == "Paris. ok"
+    block = next(b for b in BLOCKS if "class DraftThenPolish" in b)
+    pattern = block[block.index("class DraftThenPolish"):block.index("register(")]
+    assert len(pattern.strip().splitlines()) <= 20
