@@ -55,7 +55,7 @@ class SelfConsistency:
     sample whose run ended ok, else the first such sample), its tool exchanges included: a valid conversation
     ending in that sample's written answer. The other samples are never part of it. The outcome data (under
     this pattern's run path) holds ``answer`` (normalised), ``votes`` (normalised answer to count, most first),
-    ``confidence``, ``n``, ``answered``, ``failed``, ``tie`` (and ``tied``), ``sample`` (the number of the sample
+    ``written`` (each normalised answer as its first sample wrote it), ``confidence``, ``n``, ``answered``, ``failed``, ``tie`` (and ``tied``), ``sample`` (the number of the sample
     kept) and ``native`` (whether one request served every sample).
 
     **Failures.** A sample that raised or wrote no answer is failed. If some failed but others answered, the
@@ -208,6 +208,8 @@ class SelfConsistency:
         data: dict[str, Any] = {
             "answer": winner,
             "votes": {vote: len(members) for vote, members in ranked},
+            # each vote as the first sample that gave it wrote it: votes are counted in normalised form
+            "written": {vote: members[0].state.answer for vote, members in ranked},
             "confidence": confidence,
             "n": self.n,
             "answered": len(samples),

@@ -71,7 +71,8 @@ async def test_the_majority_wins_with_its_share_as_confidence() -> None:
     assert [t.role for t in state] == [Role.USER, Role.ASSISTANT]
     assert state.outcome is not None and state.outcome.ok
     assert data(state) == {"answer": "42", "votes": {"42": 3, "it is 41": 1, "41": 1}, "confidence": 0.6, "n": 5,
-                           "answered": 5, "failed": 0, "tie": False, "sample": 1, "native": False}
+                           "answered": 5, "failed": 0, "tie": False, "sample": 1, "native": False,
+                           "written": {"42": "42", "it is 41": "It is 41.", "41": "41"}}
     assert sorted(r.path for r in model.requests) == [f"SelfConsistency/sample {i}/ReAct" for i in range(1, 6)]
     assert {r.options.temperature for r in model.requests} == {0.7}
 
