@@ -8,20 +8,18 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Union, cast
 
 import anyio
-import attrs
 
 from loop import tracing
-from loop._accumulate import Accumulator, stream_choices
+from loop._accumulate import Accumulator
 from loop._budget import _TURNS, Spend, charge_usage, exhausted_error, reserve
-from loop._checks import positive_int
-from loop._fanout import fan_out
 from loop._events import EventBus, TurnCompleted, TurnFailed, TurnStarted
 from loop._outcome import PENDING
-from loop._parts import Part, Role, ToolCall, ToolResult, Usage
+from loop._parts import Part, Role, ToolCall, ToolResult
 from loop._pipeline import CANCELLED, ToolPipeline, error_result
 from loop._progress import ProgressCallback, begin_turn, end_turn
 from loop._protocols import Options, Provider, Request
-from loop._scope import RunScope, branch, current_scope, current_task
+from loop._sample import sample_states
+from loop._scope import RunScope, current_scope, current_task
 from loop._state import State
 from loop._tools import Tool
 from loop._turn import Turn
@@ -257,84 +255,7 @@ class Step:
         when ``options`` set a seed. Tool calls of every sample are run, each sample's concurrently.
         Raises the first sample's error if any failed.
         """
-        positive_int("n (how many samples to take)", n)
-        if not isinstance(state, State):
-            raise UsageError(f"sample runs on a loop.State, got {state!r}")
-        scope_options = current_scope().options
-        opts = self._options if scope_options is None else self._options.merge(scope_options)
-        opts = attrs.evolve(opts.merge(options), n=None)
-        if n > 1 and getattr(self._provider, "supports_choices", False):
-            return await self._sample_natively(state, n, opts)
-        def job(index: int) -> Callable[[], Awaitable[State]]:
-            seeded = opts if opts.seed is None else attrs.evolve(opts, seed=opts.seed + index)
-            return functools.partial(self.turn, state, seeded)
-
-        results = await fan_out([job(i) for i in range(n)], name="sample")
-        states: list[State] = []
-        for result in results:
-            if result.error is not None:
-                raise result.error
-            assert result.state is not None  # a branch without an error ended in a state
-            states.append(result.state)
-        return tuple(states)
-
-    async def _sample_natively(self, state: State, n: int, opts: Options) -> tuple[State, ...]:
-        opts = attrs.evolve(opts, n=n)
-        with branch("samples") as scope:
-            budgets = scope.budgets
-            if budgets:
-                self._reserve_turn(budgets, scope, state, opts)
-            view = await self.view(state) if self._async_view else self._view(state)
-            got = await stream_choices(self._provider, Request(view.turns, self._specs, opts, scope.path), self.events, n)
-            if budgets:
-                usage = sum((t.usage for t in got if t is not None and t.usage is not None), Usage())
-                model = next((t.meta.get("model") for t in got if t is not None and t.meta.get("model")), None)
-                charge_usage(budgets, usage, model or self._model(opts), scope.path)
-        missing = [index for index, turn in enumerate(got) if turn is None]
-        if missing:
-            # A compatible server that ignores n answers once: the other samples are asked for one by one.
-            single = attrs.evolve(opts, n=None)
-
-            async def ask(index: int) -> None:
-                with branch(f"sample {index + 1}"):
-                    got[index] = (await self._answer_only(state, single)).last
-
-            async with anyio.create_task_group() as group:
-                for index in missing:
-                    group.start_soon(ask, index)
-        turns = [turn for turn in got if turn is not None]
-        assert len(turns) == n  # every missing sample was asked for again
-        states: list[State] = [state.append_turn(turn) for turn in turns]
-        if opts.run_tools is False:  # as Step.turn does: the calls stay open for someone else to decide on
-            return tuple(s.with_outcome(PENDING, "tool calls left pending: the sample was asked not to run tools")
-                         if s.pending_calls else s for s in states)
-
-        async def tools(index: int) -> None:
-            with branch(f"sample {index + 1}"):
-                calls = turns[index].tool_calls
-                results = await self._pipeline.run(calls, disabled=opts.tool_choice == "none")
-                tool_turn = Turn(Role.TOOL, results)
-                self.events.publish(TurnCompleted(tool_turn))
-                states[index] = states[index].append_turn(tool_turn)
-
-        calling = [i for i, turn in enumerate(turns) if turn.tool_calls]
-        if calling:
-            async with anyio.create_task_group() as group:
-                for index in calling:
-                    group.start_soon(tools, index)
-        return tuple(states)
-
-    async def _answer_only(self, state: State, opts: Options) -> State:
-        """``state`` with the model's next turn appended, its tool calls not run (a sample's tools run later)."""
-        scope = current_scope()
-        if scope.budgets:
-            self._reserve_turn(scope.budgets, scope, state, opts)
-        view = await self.view(state) if self._async_view else self._view(state)
-        turn = await self._stream(Request(view.turns, self._specs, opts, scope.path), opts, self.events)
-        if scope.budgets and turn.usage is not None:
-            charge_usage(scope.budgets, turn.usage, turn.meta.get("model") or self._model(opts), scope.path)
-        self.events.publish(TurnCompleted(turn))
-        return state.append_turn(turn)
+        return await sample_states(self, state, n, options)
 
     def _view(self, state: State) -> State:
         """``view`` when every transform is sync (checked at construction): no awaits on the hot path."""
