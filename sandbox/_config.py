@@ -14,6 +14,8 @@ from loop import UsageError, int_at_least, positive_int, positive_number
 DEFAULT_IMAGE = "cognitive-loop-sandbox:latest"
 MIN_MEMORY_MB = 32  # below this the Python supervisor and interpreter cannot start reliably
 MAX_PIDS = 4096
+# The supervisor's own user once it has started the program: never the program's, so the program cannot reach it.
+SUPERVISOR_USER = (65533, 65533)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Names the sandbox sets itself; letting a config replace them would break the run or the bridge.
 _RESERVED_ENV = {"SANDBOX_BRIDGE_FDS", "SANDBOX_IDLE_TTL"}
@@ -31,9 +33,11 @@ class SandboxConfig:
       any Python image such as ``python:3.12-slim`` works if your Docker can pull it).
     - ``memory_mb`` (RAM, no swap: the swap limit equals it), ``cpus``, ``pids``: resource limits.
     - ``timeout``: default wall-clock seconds for one ``exec``; past it the whole container is killed.
-    - ``workdir``, ``workdir_mb``, ``tmp_mb``: the program's tmpfs working directory and ``/tmp``, with size caps.
+    - ``workdir``, ``workdir_mb``, ``tmp_mb``, ``shm_mb``: the program's tmpfs working directory, ``/tmp`` and
+      ``/dev/shm`` (POSIX shared memory and semaphores, as ``multiprocessing`` uses), with size caps.
     - ``max_output_bytes``: how much of stdout and of stderr is kept (each); the rest is cut with a note.
-    - ``user``: ``uid:gid`` the program runs as; never root.
+    - ``user``: ``uid:gid`` the program runs as; never root, and never the supervisor's (65533), which runs
+      apart from the program so the program cannot reach it.
     - ``env``: the only environment variables the program sees besides PATH, HOME and LANG. The host's own
       environment is never passed in.
     - ``idle_ttl``: seconds a warm container waits for its run before ending itself (so a crashed host leaves
@@ -52,6 +56,7 @@ class SandboxConfig:
     workdir: str = "/work"
     workdir_mb: int = 64
     tmp_mb: int = 64
+    shm_mb: int = 16
     max_output_bytes: int = 1_000_000
     user: str = "65534:65534"
     env: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_env, hash=False)
@@ -102,13 +107,15 @@ def _check(config: SandboxConfig) -> None:
     _check_pids(config.pids)
     positive_int("SandboxConfig.workdir_mb", config.workdir_mb)
     positive_int("SandboxConfig.tmp_mb", config.tmp_mb)
+    positive_int("SandboxConfig.shm_mb", config.shm_mb)
     int_at_least("SandboxConfig.max_output_bytes", config.max_output_bytes, 1024)
     positive_number("SandboxConfig.cpus", config.cpus)
     positive_number("SandboxConfig.timeout", config.timeout, unit="seconds")
     positive_number("SandboxConfig.idle_ttl", config.idle_ttl, unit="seconds")
-    if config.workdir_mb + config.tmp_mb > config.memory_mb * 4:
-        raise UsageError(f"SandboxConfig: workdir_mb + tmp_mb ({config.workdir_mb + config.tmp_mb}) is far above "
-                         f"memory_mb ({config.memory_mb}); tmpfs lives in memory, so raise memory_mb first")
+    tmpfs = config.workdir_mb + config.tmp_mb + config.shm_mb
+    if tmpfs > config.memory_mb * 4:
+        raise UsageError(f"SandboxConfig: workdir_mb + tmp_mb + shm_mb ({tmpfs}) is far above memory_mb "
+                         f"({config.memory_mb}); tmpfs lives in memory, so raise memory_mb first")
     workdir = config.workdir
     if (not isinstance(workdir, str) or not workdir.startswith("/") or workdir.rstrip("/") in ("", "/tmp")
             or ".." in workdir.split("/") or "," in workdir or ":" in workdir):
@@ -129,3 +136,12 @@ def _check_user(user: object) -> None:
     if int(uid) == 0 or (gid and int(gid) == 0):
         raise UsageError(f"SandboxConfig(user={user!r}) is refused: the program never runs as root (uid or "
                          "gid 0); the default is 65534:65534 (nobody)")
+    if int(uid) in SUPERVISOR_USER or int(gid or uid) in SUPERVISOR_USER:
+        raise UsageError(f"SandboxConfig(user={user!r}) is refused: {SUPERVISOR_USER[0]} is the supervisor's user "
+                         "and group, kept apart from the program's so the program cannot reach the supervisor")
+
+
+def user_ids(user: str) -> tuple[int, int]:
+    """``(uid, gid)`` of a checked ``uid[:gid]`` (the gid is the uid when left out)."""
+    uid, _, gid = user.partition(":")
+    return int(uid), int(gid or uid)

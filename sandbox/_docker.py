@@ -13,9 +13,10 @@ import attrs
 from loop import UsageError, tracing
 from sandbox import _engine as engine
 from sandbox._bridge import ToolBridge
-from sandbox._config import SandboxConfig
+from sandbox._config import SUPERVISOR_USER, SandboxConfig, user_ids
 from sandbox._pool import WarmPool
-from sandbox._protocol import ExecResult, Files, check_argv, check_files, check_stdin, check_timeout
+from sandbox._protocol import (ExecResult, Files, SandboxError, check_argv, check_files, check_stdin,
+                               check_timeout)
 from sandbox._run import Job, run_job
 
 _log = tracing.logger("sandbox.docker")
@@ -25,11 +26,14 @@ class DockerSandbox:
     """Runs each command in a fresh Docker container that serves that one run and is then destroyed.
 
     Every container has no network (``network_mode="none"``), a read-only root filesystem, size-capped tmpfs
-    mounts for the working directory and ``/tmp``, every capability dropped, ``no-new-privileges``, a non-root
-    user, and pids, memory (no swap) and CPU limits; see ``SandboxConfig``. Past its timeout the container is
-    killed, which ends every process in it. Output is capped with a note saying so. The container is removed
-    when the run ends, also when the call is cancelled; the engine removes it too once it stops, so even a
-    crash of this process leaves nothing behind for longer than ``idle_ttl``.
+    mounts for the working directory, ``/tmp`` and ``/dev/shm``, every capability dropped,
+    ``no-new-privileges``, the project's seccomp profile, and pids, memory (no swap) and CPU limits; see
+    ``SandboxConfig``. The program runs as a non-root user with no capabilities; the supervisor that starts it
+    and reports on it runs as another one, out of the program's reach, and the exit status is the one the
+    engine saw. Past its timeout the container is killed, which ends every process in it, however much the
+    program writes. Output is capped with a note saying so. The container is removed when the run ends, also
+    when the call is cancelled; the engine removes it too once it stops, so even a crash of this process
+    leaves nothing behind for longer than ``idle_ttl``.
 
     The command starts in ``config.workdir`` (``/work``: mode 0700, holding ``files`` and nothing else), with
     an environment of only PATH, HOME (the working directory), LANG=C.UTF-8, TMPDIR=/tmp,
@@ -45,7 +49,7 @@ class DockerSandbox:
 
     Without ``warm``, ``async with`` is optional. ``exec`` also takes ``tools=ToolBridge(...)`` to let the
     program call host tools. Docker's blocking calls run in worker threads; the run's stream is read without
-    one.
+    one, yielding to the event loop at every frame. Any failure of the engine is a ``SandboxError``.
     """
 
     bridges_tools = True  # the ToolSandbox ability: exec takes tools=
@@ -141,7 +145,8 @@ class DockerSandbox:
         env = {"PATH": engine.PATH, "HOME": config.workdir, "LANG": "C.UTF-8", "TMPDIR": "/tmp",
                "PYTHONDONTWRITEBYTECODE": "1", **config.env}
         job = Job(argv, checked, data, config.workdir, env, float(timeout or config.timeout),
-                  config.max_output_bytes, tools, count_oom=True)
+                  config.max_output_bytes, tools, count_oom=True, user=user_ids(config.user),
+                  supervisor_user=SUPERVISOR_USER)
         with tracing.span("sandbox exec", {"sandbox.kind": "docker", "sandbox.image": config.image,
                                            "sandbox.argv0": argv[0]}) as span:
             result = await self._run(job, span)
@@ -158,12 +163,17 @@ class DockerSandbox:
             channel = engine.DockerChannel(sock)
             outcome = await run_job(channel, job)
             result = outcome.result
+            if outcome.finished:
+                # The supervisor exits with the program's status once the stream is let go; the engine saw it.
+                status = await anyio.to_thread.run_sync(engine.exit_status, client, cid, channel.close)
+                return _confirmed(result, status)
+            # Closed before the kill: while the stream is open and unread, the engine's kill waits for it.
+            channel.close()
             if result.timed_out or outcome.violation:
                 await anyio.to_thread.run_sync(engine.kill, client, cid)
-            elif not outcome.finished:
-                state = await anyio.to_thread.run_sync(engine.post_mortem, client, cid)
-                result = _explain(result, state, bytes(channel.diagnostics))
-            return result
+                return result
+            state = await anyio.to_thread.run_sync(engine.post_mortem, client, cid)
+            return _explain(result, state, bytes(channel.diagnostics))
         finally:
             if channel is not None:
                 channel.close()
@@ -197,10 +207,25 @@ class DockerSandbox:
             self._pool.discard(cid)  # in the background: the result need not wait for the removal
             return
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(engine.remove, self._client, cid)
+            try:
+                await anyio.to_thread.run_sync(engine.remove, self._client, cid)
+            except SandboxError as exc:
+                # The run is over and was killed if need be; the engine removes the container once it stops.
+                _log.warning("could not remove a sandbox container", container=cid[:12], error=str(exc))
 
     def __repr__(self) -> str:
         return f"DockerSandbox(image={self.config.image!r}, warm={self.warm})"
+
+
+def _confirmed(result: ExecResult, status: int | None) -> ExecResult:
+    """The result with the exit status the engine saw, which the program cannot forge, in place of the report's."""
+    if status is None:
+        return attrs.evolve(result, exit_code=result.exit_code or 1, stderr=result.stderr + (
+            "\n[sandbox: the engine could not confirm the exit status: the container was gone]\n"))
+    if status == result.exit_code:
+        return result
+    return attrs.evolve(result, exit_code=status, stderr=result.stderr + (
+        f"\n[sandbox: the exit report said {result.exit_code}, the engine says {status}; the engine's is kept]\n"))
 
 
 def _explain(result: ExecResult, state: dict[str, Any], diagnostics: bytes) -> ExecResult:

@@ -100,7 +100,14 @@ class WarmPool:
         """Destroy a container in the background."""
         if self._group is None:
             raise RuntimeError("the pool is not running")
-        self._group.start_soon(anyio.to_thread.run_sync, self._remove, cid)
+        self._group.start_soon(self._removing, cid)
+
+    async def _removing(self, cid: str) -> None:
+        try:
+            await anyio.to_thread.run_sync(self._remove, cid)
+        except SandboxError as exc:
+            # Not the runs' concern, nor a reason to stop the pool: the engine removes it once it stops.
+            _log.warning("warm pool could not remove a container", container=cid[:12], error=str(exc))
 
     async def wait_full(self) -> None:
         """Return once ``size`` containers are idle."""
@@ -117,7 +124,7 @@ class WarmPool:
             self._idle.clear()
             async with anyio.create_task_group() as group:
                 for cid in idle:
-                    group.start_soon(anyio.to_thread.run_sync, self._remove, cid)
+                    group.start_soon(self._removing, cid)
 
     def __repr__(self) -> str:
         return f"WarmPool(size={self.size}, idle={len(self._idle)})"

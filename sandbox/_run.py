@@ -16,6 +16,7 @@ from typing import Protocol
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import attrs
 
 from loop import LoopError
@@ -28,7 +29,8 @@ _HEADER = struct.Struct(">cI")
 
 
 class Channel(Protocol):
-    """A byte stream to and from the supervisor."""
+    """A byte stream to and from the supervisor. The run's reader checkpoints before every frame, so a
+    channel that hands over data without waiting still lets other tasks and the run's deadline in."""
 
     async def send(self, data: bytes) -> None: ...
 
@@ -54,6 +56,10 @@ class Job:
     max_output: int
     bridge: ToolBridge | None = None
     count_oom: bool = False  # the run has its own memory cgroup (a container), so OOM kills can be counted
+    # (uid, gid) pairs: the program's, and the supervisor's once it has started the program. The supervisor
+    # must then start as root; without them (the local sandbox) everything runs as the supervisor's user.
+    user: tuple[int, int] | None = None
+    supervisor_user: tuple[int, int] | None = None
 
     def line(self) -> bytes:
         body = {
@@ -63,6 +69,8 @@ class Job:
             "stub": self.bridge.stub_source if self.bridge is not None else None,
             "stub_module": self.bridge.module if self.bridge is not None else None,
             "count_oom": self.count_oom,
+            "user": list(self.user) if self.user is not None else None,
+            "supervisor_user": list(self.supervisor_user) if self.supervisor_user is not None else None,
         }
         return json.dumps(body, ensure_ascii=True).encode("ascii") + b"\n"
 
@@ -116,6 +124,7 @@ class FrameReader:
 
     async def next(self) -> tuple[bytes, bytes] | None:
         """The next frame, or ``None`` when the stream has ended cleanly."""
+        await anyio.lowlevel.checkpoint()  # one per frame, however fast the channel hands over data
         buffer = self._buffer
         while True:
             if len(buffer) >= 5:

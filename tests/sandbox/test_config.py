@@ -15,6 +15,7 @@ def test_defaults_are_safe() -> None:
     assert config.cap_add == () and config.user == "65534:65534"
     assert (config.memory_mb, config.pids, config.cpus) == (256, 64, 1.0)
     assert config.memory_bytes == 256 * 1024 * 1024
+    assert (config.workdir_mb, config.tmp_mb, config.shm_mb) == (64, 64, 16)  # every tmpfs is size-capped
     assert dict(config.env) == {}
 
 
@@ -43,6 +44,9 @@ def test_settings_are_frozen_and_change_by_evolve() -> None:
         ({"user": "1000:0"}, "never runs as root"),
         ({"user": "root"}, "numeric 'uid:gid'"),
         ({"user": ""}, "numeric 'uid:gid'"),
+        ({"user": "65533:65534"}, "the supervisor's"),
+        ({"user": "65534:65533"}, "the supervisor's"),
+        ({"user": "65533"}, "the supervisor's"),
         ({"memory_mb": 16}, r"memory_mb must be an integer >= 32"),
         ({"memory_mb": "1g"}, r"memory_mb must be an integer"),
         ({"pids": 2}, r"pids must be an integer between 8 and 4096"),
@@ -55,6 +59,8 @@ def test_settings_are_frozen_and_change_by_evolve() -> None:
         ({"workdir": "/tmp"}, "workdir must be an absolute directory"),
         ({"workdir": "/work/../etc"}, "workdir must be an absolute directory"),
         ({"workdir_mb": 2000}, "tmpfs lives in memory"),
+        ({"shm_mb": 0}, r"shm_mb must be a positive integer"),
+        ({"shm_mb": 1000}, "tmpfs lives in memory"),
         ({"env": {"SANDBOX_BRIDGE_FDS": "3,4"}}, "sets it itself"),
         ({"env": {"BAD NAME": "x"}}, "env takes str names and values"),
         ({"image": ""}, "image must name a Docker image"),

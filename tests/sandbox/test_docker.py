@@ -1,5 +1,7 @@
 """``DockerSandbox``: the contract, the hardened container, removal in every case, the warm pool, the bridge."""
 
+import time
+
 import anyio
 import attrs
 import pytest
@@ -43,15 +45,17 @@ async def test_the_running_container_is_locked_down(docker_config: SandboxConfig
     host = info["HostConfig"]
     assert host["NetworkMode"] == "none" and info["Config"]["NetworkDisabled"] is True
     assert host["ReadonlyRootfs"] is True and host["Privileged"] is False
-    assert host["CapDrop"] == ["ALL"] and not host["CapAdd"]
-    assert host["SecurityOpt"] == ["no-new-privileges:true"]
+    # The supervisor starts as root with these three only, starts the program as 65534, then becomes 65533.
+    assert host["CapDrop"] == ["ALL"] and sorted(host["CapAdd"]) == ["SETGID", "SETPCAP", "SETUID"]
+    assert host["SecurityOpt"][0] == "no-new-privileges:true" and host["SecurityOpt"][1].startswith("seccomp={")
     assert host["Memory"] == host["MemorySwap"] == 128 * 1024 * 1024
     assert (host["PidsLimit"], host["NanoCpus"]) == (32, 500_000_000)
     assert host["Tmpfs"] == {"/work": "rw,exec,nosuid,nodev,size=8m,mode=0700,uid=65534,gid=65534",
-                             "/tmp": "rw,noexec,nosuid,nodev,size=4m,mode=1777"}
+                             "/tmp": "rw,noexec,nosuid,nodev,size=4m,mode=1777",
+                             "/dev/shm": "rw,noexec,nosuid,nodev,size=16m,mode=1777"}
     assert not host.get("Binds") and not host.get("Mounts") and not info["Mounts"]  # nothing of the host is mounted
     assert host["AutoRemove"] is True and host["LogConfig"]["Type"] == "none"
-    assert info["Config"]["User"] == "65534:65534"
+    assert info["Config"]["User"] == "0:0"
     await wait_until_no_containers()  # the cancelled run's container is removed too
 
 
@@ -124,3 +128,44 @@ async def test_programs_call_host_tools_through_the_bridge(docker_sandbox: Docke
                                        tools=ToolBridge([add]))
     assert result.ok, result.stderr
     assert result.stdout == "FINAL: 3.5\n" and result.tool_calls == 2
+
+
+# -- output floods ---------------------------------------------------------------------------------------
+
+FLOOD = "import os\nb = b'y' * 65536\nwhile True: os.write({fd}, b)"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("fd", "warm"), [(1, 0), (2, 0), (1, 1)], ids=["stdout", "stderr", "stdout-warm"])
+async def test_an_output_flood_ends_at_the_timeout(docker_config: SandboxConfig, fd: int, warm: int) -> None:
+    async with DockerSandbox(docker_config, warm=warm) as sandbox:
+        if warm:
+            await sandbox.wait_warm()
+        started = time.perf_counter()
+        result = await sandbox.exec(["python3", "-c", FLOOD.format(fd=fd)], timeout=3)
+        elapsed = time.perf_counter() - started
+    assert result.timed_out and result.exit_code == 137 and result.truncated
+    assert elapsed < 3 + 2, f"the run ended {elapsed:.1f} s after it started, for a 3 s limit"
+    await wait_until_no_containers()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fd", [1, 2], ids=["stdout", "stderr"])
+async def test_an_output_flood_does_not_stall_the_event_loop(docker_sandbox: DockerSandbox, fd: int) -> None:
+    await docker_sandbox.wait_warm()
+    gaps: list[float] = []
+
+    async def tick() -> None:
+        last = time.perf_counter()
+        while True:
+            await anyio.sleep(0.01)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(tick)
+        result = await docker_sandbox.exec(["python3", "-c", FLOOD.format(fd=fd)], timeout=3)
+        group.cancel_scope.cancel()
+    assert result.timed_out and len(gaps) > 100
+    assert max(gaps) <= 0.05, f"the event loop stalled for {max(gaps) * 1000:.0f} ms"

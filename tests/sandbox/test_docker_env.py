@@ -25,11 +25,11 @@ async def test_without_docker_every_docker_test_skips_under_one_line() -> None:
     assert run.returncode == 0, run.stdout + run.stderr
     skipped = [line for line in run.stdout.splitlines() if line.startswith("SKIPPED")]
     assert len(skipped) == 1, run.stdout
-    assert skipped[0].startswith("SKIPPED [12] ") and "needs Docker" in skipped[0], run.stdout
+    assert skipped[0].startswith("SKIPPED [17] ") and "needs Docker" in skipped[0], run.stdout
 
 
 async def test_in_ci_a_missing_docker_fails_every_docker_test() -> None:
     run = await run_without_docker(ci=True)
     assert run.returncode == 1, run.stdout + run.stderr
-    assert "12 errors" in run.stdout and "skipped" not in run.stdout, run.stdout
+    assert "17 errors" in run.stdout and "skipped" not in run.stdout, run.stdout
     assert "Docker tests must run in CI" in run.stdout

@@ -97,6 +97,42 @@ async def test_a_silent_run_times_out() -> None:
     assert "ran past its 0.2 s timeout" in outcome.result.stderr
 
 
+class FloodChannel:
+    """Always has 64 KiB of output ready, for ``seconds``, and hands it over without waiting for anything."""
+
+    def __init__(self, seconds: float) -> None:
+        self.until = time.perf_counter() + seconds
+
+    async def send(self, data: bytes) -> None:
+        pass
+
+    async def receive(self) -> bytes:
+        return frame(b"E", b"y" * 65536) if time.perf_counter() < self.until else b""
+
+
+async def test_a_flood_that_never_makes_the_channel_wait_still_times_out_without_stalling_the_loop() -> None:
+    gaps: list[float] = []
+
+    async def tick() -> None:
+        last = time.perf_counter()
+        while True:
+            await anyio.sleep(0.01)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(tick)
+        started = time.perf_counter()
+        outcome = await run_job(FloodChannel(seconds=3), job(timeout=0.3))
+        elapsed = time.perf_counter() - started
+        group.cancel_scope.cancel()
+    # Without a checkpoint per frame the run holds the loop for the whole 3 s flood and overruns its deadline.
+    # (The bounds leave room for a busy machine; the Docker flood tests hold the loop to 50 ms.)
+    assert outcome.result.timed_out and outcome.result.truncated and elapsed < 0.3 + 0.5, elapsed
+    assert gaps and max(gaps) < 0.25, max(gaps)
+
+
 async def test_tool_call_frames_without_a_bridge_are_ignored() -> None:
     channel = FakeChannel(frame(b"C", b'{"id": 1, "tool": "add", "args": "{}"}'),
                           frame(b"X", json.dumps({"exit_code": 0}).encode()))

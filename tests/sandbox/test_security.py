@@ -107,7 +107,9 @@ async def test_host_files_are_not_visible(docker_sandbox: DockerSandbox, tmp_pat
 async def test_the_hosts_environment_secrets_are_not_passed_in(docker_config: SandboxConfig,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SANDBOX_TEST_SECRET", "hunter2-docker")
-    code = "import os; print(repr(dict(os.environ))); print(open('/proc/1/environ').read())"
+    # The supervisor's own environment (PID 1) is out of the program's reach; were it not, it holds no secret.
+    code = ("import os; print(repr(dict(os.environ)))\ntry:\n    print(open('/proc/1/environ').read())\n"
+            "except PermissionError:\n    print('PID 1 refused')")
     result = await run(DockerSandbox(docker_config), code)
     assert result.ok and "hunter2-docker" not in result.stdout and "SANDBOX_TEST_SECRET" not in result.stdout
 
@@ -134,11 +136,19 @@ async def test_the_root_filesystem_is_read_only(docker_sandbox: DockerSandbox) -
 
 
 async def test_the_temporary_filesystems_are_size_capped(docker_config: SandboxConfig) -> None:
-    sandbox = DockerSandbox(attrs.evolve(docker_config, tmp_mb=8, workdir_mb=8))
-    code = ("import errno\nfor d in ('/tmp', '/work'):\n    try:\n        f = open(d + '/fill', 'wb')\n"
+    sandbox = DockerSandbox(attrs.evolve(docker_config, tmp_mb=8, workdir_mb=8, shm_mb=8))
+    code = ("import errno\nfor d in ('/tmp', '/work', '/dev/shm'):\n    try:\n        f = open(d + '/fill', 'wb')\n"
             "        for _ in range(64): f.write(b'x' * (1 << 20)); f.flush()\n        print(d, 'full write')\n"
             "    except OSError as exc:\n        print(d, errno.errorcode[exc.errno])")
-    assert (await run(sandbox, code)).stdout.splitlines() == ["/tmp ENOSPC", "/work ENOSPC"]
+    assert (await run(sandbox, code)).stdout.splitlines() == ["/tmp ENOSPC", "/work ENOSPC", "/dev/shm ENOSPC"]
+
+
+async def test_dev_shm_works_for_what_needs_it_and_nothing_runs_from_it(docker_sandbox: DockerSandbox) -> None:
+    code = ("import multiprocessing, os, shutil, subprocess\nlock = multiprocessing.Lock()\n"
+            "with lock:\n    print('semaphore ok', shutil.disk_usage('/dev/shm').total // (1 << 20))\n"
+            "shutil.copy('/bin/true', '/dev/shm/true')\n"
+            "try:\n    subprocess.run(['/dev/shm/true'])\nexcept PermissionError:\n    print('noexec')")
+    assert (await run(docker_sandbox, code)).stdout.splitlines() == ["semaphore ok 16", "noexec"]
 
 
 # -- resources -------------------------------------------------------------------------------------------
@@ -212,6 +222,81 @@ async def test_a_setuid_root_binary_gives_no_privilege(docker_sandbox: DockerSan
     setuid_bit, owner, uids = json.loads((await run(docker_sandbox, code, timeout=20)).stdout)
     assert setuid_bit and owner == 0  # a genuine setuid-root program...
     assert uids == ["65534"] * 4  # ...running without root: real, effective, saved and filesystem uid
+
+
+# -- the supervisor ------------------------------------------------------------------------------------
+
+# Tries every way the program could reach its supervisor (PID 1) to forge its result, then exits 9 for real.
+FORGE_RESULT = r"""
+import ctypes, errno, json, os, signal, struct, sys
+tried = {}
+def attempt(name, action):
+    try:
+        action()
+        tried[name] = "done"
+    except OSError as exc:
+        tried[name] = errno.errorcode.get(exc.errno, str(exc.errno))
+def frames():
+    with open("/proc/1/fd/1", "wb", buffering=0) as out:
+        for kind, payload in ((b"O", b"forged stdout\n"), (b"X", b'{"exit_code": 0, "oom_kills": 0}')):
+            out.write(kind + struct.pack(">I", len(payload)) + payload)
+libc = ctypes.CDLL(None, use_errno=True)
+def ptrace_attach():
+    if libc.ptrace(16, 1, 0, 0) != 0:  # PTRACE_ATTACH
+        raise OSError(ctypes.get_errno(), "ptrace")
+attempt("mem", lambda: open("/proc/1/mem", "r+b").close())
+attempt("frames", frames)
+attempt("ptrace", ptrace_attach)
+attempt("signal", lambda: os.kill(1, signal.SIGSTOP))
+print(json.dumps(tried))
+sys.exit(9)
+"""
+
+
+async def test_the_program_cannot_forge_its_result(docker_sandbox: DockerSandbox) -> None:
+    result = await run(docker_sandbox, FORGE_RESULT)
+    assert result.exit_code == 9 and not result.ok, result  # the truth, from the engine
+    tried = json.loads(result.stdout)  # the program's real output, and nothing forged
+    assert set(tried) == {"mem", "frames", "ptrace", "signal"} and "done" not in tried.values(), tried
+
+
+async def test_the_supervisor_runs_as_another_user_the_program_cannot_reach(docker_sandbox: DockerSandbox) -> None:
+    code = ("import json, os\ndef ids(pid):\n    status = open('/proc/%s/status' % pid).read().splitlines()\n"
+            "    return {l.split(':')[0]: l.split()[1:] for l in status if l.startswith(('Uid', 'Gid', 'CapEff', "
+            "'CapPrm'))}\nprint(json.dumps([ids(1), ids('self'), os.stat('/proc/1/fd').st_uid]))")
+    supervisor, program, fd_owner = json.loads((await run(docker_sandbox, code)).stdout)
+    assert supervisor == {"Uid": ["65533"] * 4, "Gid": ["65533"] * 4, "CapPrm": ["0000000000000000"],
+                          "CapEff": ["0000000000000000"]}
+    assert program["Uid"] == ["65534"] * 4 and program["Gid"] == ["65534"] * 4
+    assert fd_owner == 0  # the supervisor is not dumpable: its /proc entries belong to root
+
+
+async def test_the_seccomp_profile_denies_ptrace_and_reading_or_writing_another_process(
+        docker_sandbox: DockerSandbox) -> None:
+    # Against the program's own child, which it could reach as far as users go: only the profile stops it.
+    code = r"""
+import ctypes, errno, json, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+class IOVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("length", ctypes.c_size_t)]
+child = os.fork()
+if child == 0:
+    time.sleep(30)
+    os._exit(0)
+buffer = ctypes.create_string_buffer(8)
+vector = IOVec(ctypes.addressof(buffer), 8)
+calls = {"ptrace": lambda: libc.ptrace(16, child, 0, 0),
+         "process_vm_readv": lambda: libc.process_vm_readv(child, ctypes.byref(vector), 1, ctypes.byref(vector), 1, 0),
+         "process_vm_writev": lambda: libc.process_vm_writev(child, ctypes.byref(vector), 1, ctypes.byref(vector), 1,
+                                                             0),
+         "unshare_user_namespace": lambda: libc.unshare(0x10000000)}
+print(json.dumps({name: errno.errorcode.get(ctypes.get_errno()) if call() == -1 else "done"
+                  for name, call in calls.items()}))
+os.kill(child, 9)
+"""
+    assert json.loads((await run(docker_sandbox, code)).stdout) == {
+        "ptrace": "EPERM", "process_vm_readv": "EPERM", "process_vm_writev": "EPERM",
+        "unshare_user_namespace": "EPERM"}
 
 
 # -- the tool bridge -----------------------------------------------------------------------------------
