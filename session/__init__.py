@@ -30,11 +30,13 @@ if TYPE_CHECKING:
     from session.mcp import (MCPConduit, MCPConnectionError, MCPHTTPServer, MCPServer, MCPStdioServer, MCPTool,
                              MCPToolError, MCPTools)
     from session.openai import openai_app, openai_routes
-    from session.stores import DeletingStore, MemoryStore, SQLiteStore, Store, StoreConflict, StoreError, open_store
+    from session.stores import (DeletingStore, InboxStore, MemoryStore, SQLiteStore, Store, StoreConflict, StoreError,
+                                open_store)
 
 __all__ = [
     "Conduit",
     "DeletingStore",
+    "InboxStore",
     "EventLog",
     "EventReader",
     "EventsLost",
@@ -89,6 +91,6 @@ __getattr__, __dir__ = exports(__name__, {
     "session.mcp": ("MCPConduit", "MCPConnectionError", "MCPHTTPServer", "MCPServer", "MCPStdioServer", "MCPTool",
                     "MCPToolError", "MCPTools"),
     "session.openai": ("openai_app", "openai_routes"),
-    "session.stores": ("DeletingStore", "MemoryStore", "SQLiteStore", "Store", "StoreConflict", "StoreError",
+    "session.stores": ("DeletingStore", "InboxStore", "MemoryStore", "SQLiteStore", "Store", "StoreConflict", "StoreError",
                        "open_store"),
 })

@@ -8,7 +8,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from types import MappingProxyType
-from typing import Union, cast
+from typing import cast
 
 import anyio
 import anyio.abc
@@ -16,12 +16,8 @@ import anyio.abc
 from cognitive import TurnProcessor as TurnProcessor  # re-exported: session's lazy exports name it here
 from loop import (
     EventBus,
-    LoopError,
-    Part,
     Role,
     State,
-    Text,
-    ToolResult,
     Turn,
     TurnExecutor,
     UsageError,
@@ -40,64 +36,14 @@ from session._events import (
     TurnStored,
 )
 from session._groups import unwrap
-from session._mainline import Persisting, describe, extends, failed_conversation
+from session._mainline import Persisting, WriteLock, describe, extends, failed_conversation
+from session._message import Message as Message  # re-exported: session's lazy exports name it here
+from session._message import Queued, SessionBusy as SessionBusy, SessionClosed as SessionClosed, message_parts
+from session._resume import answer_open_calls, mark_done
 from session.stores._memory import MemoryStore
-from session.stores._protocol import Store
+from session.stores._protocol import InboxStore, Store
 
-Message = Union[str, Part, Sequence[Part]]
 _log = tracing.logger("session")
-INTERRUPTED = "interrupted: the process stopped before this tool call finished"
-
-
-class SessionBusy(LoopError):
-    """Raised when a session's queue of waiting messages is full."""
-
-
-class SessionClosed(LoopError):
-    """Raised when a message is sent to a session that has been closed."""
-
-
-class _Message:
-    """A queued message. Its ``done`` wake-up is made only when someone waits for it (``ask``)."""
-
-    __slots__ = ("id", "parts", "result", "finished", "_done")
-
-    def __init__(self, message_id: str, parts: tuple[Part, ...]) -> None:
-        self.id = message_id
-        self.parts = parts
-        self.result: State | BaseException | None = None
-        self.finished = False
-        self._done: Wake | None = None
-
-    @property
-    def done(self) -> Wake:
-        """Set once the message is finished (answered, failed or dropped); one task may wait on it."""
-        if self._done is None:
-            self._done = Wake()
-            if self.finished:
-                self._done.set()
-        return self._done
-
-    def finish(self, result: State | BaseException | None) -> None:
-        if not self.finished:
-            self.finished = True
-            self.result = result
-            if self._done is not None:
-                self._done.set()
-
-
-def _parts(message: Message) -> tuple[Part, ...]:
-    if isinstance(message, str):
-        if not message.strip():
-            raise UsageError("a message must not be empty")
-        return (Text(message),)
-    if isinstance(message, (list, tuple)):
-        parts = tuple(message)
-    else:
-        parts = (message,)
-    if not parts or not all(isinstance(p, Text) for p in parts):
-        raise UsageError(f"a user message is a string or Text parts, got {message!r}")
-    return parts
 
 
 class Session:
@@ -108,6 +54,12 @@ class Session:
     (``MessageQueued``, ``MessageStarted``, ``TurnStored``, ``MessageFinished``/``MessageFailed``,
     ``Interrupted``). ``interrupt`` cancels the current message at once; pending tool calls get "cancelled"
     results so the stored history stays valid. A processor that raises leaves the session usable.
+
+    ``send`` queues a message in memory; ``post`` stores it in the store's inbox (``InboxStore``) first, so
+    that it survives the process being killed. ``waiting`` holds messages from that inbox to run first (a
+    ``Manager`` passes those a stopped process left, see ``session._resume``). A posted message is marked
+    done once its run has ended (answered or failed) and its turns are stored, or when an interrupt drops it;
+    closing the session leaves the messages it had not finished waiting, for when it is next opened.
     """
 
     def __init__(
@@ -120,6 +72,7 @@ class Session:
         state: State | None = None,
         events: EventBus | None = None,
         queue_size: int = 64,
+        waiting: Sequence[Turn] = (),
     ) -> None:
         self.id = session_id
         self.step = step
@@ -130,21 +83,20 @@ class Session:
         self._executor = Persisting(self)
         self._queue_size = non_negative_int("queue_size", queue_size)
         # The FIFO the worker reads; ``_wake`` is set when the worker waits on an empty queue.
-        self._queue: deque[_Message] = deque()
+        self._queue: deque[Queued] = deque(Queued(t.meta["message_id"], tuple(t.parts), posted=True)
+                                             for t in waiting)
         self._wake: Wake | None = None
-        self._waiting = 0
-        self._pending: dict[str, _Message] = {}
+        self._waiting = len(self._queue)
+        self._pending: dict[str, Queued] = {item.id: item for item in self._queue}
+        self._inbox = store if isinstance(store, InboxStore) else None
+        self._dropped: list[str] = []  # posted messages an interrupt dropped, to mark done in the inbox
         # Message ids: a random prefix per session, then a counter (cheaper than fresh randomness per message).
         self._ids_prefix = secrets.token_hex(4) + "_"
         self._ids = itertools.count(1)
         self._dropped_by_interrupt = 0
-        self._current: _Message | None = None
+        self._current: Queued | None = None
         self._scope: anyio.CancelScope | None = None  # the scope the worker processes messages in
-        # A FIFO lock over store writes, made of a flag while uncontended (the usual case). Measured: an
-        # uncontended anyio.Lock costs 5.8 µs per acquire and release (it yields to the event loop) against
-        # 0.02 µs for the flag, and a message writes two to four times.
-        self._writing = False
-        self._write_waiters: deque[Wake] | None = None
+        self._write_lock = WriteLock()
         # MemoryStore.append never suspends, so nothing can interrupt it: its writes need no shield.
         self._append_at_once = getattr(type(store), "append", None) is MemoryStore.append
         self.last_active = time.monotonic()
@@ -163,26 +115,74 @@ class Session:
     # -- the caller's side --------------------------------------------------------------------------------
 
     def send(self, message: Message) -> str:
-        """Queue a user message; returns its id. Raises ``SessionBusy`` when the queue is full."""
+        """Queue a user message; returns its id. Raises ``SessionBusy`` when the queue is full.
+
+        The message is kept in memory only: a process killed before it runs loses it (see ``post``)."""
+        item = self._enqueue(message)
+        if self.events.has_subscribers:
+            self.events.publish(MessageQueued(item.id, self._waiting - 1 + (self._current is not None)))
+        return item.id
+
+    async def post(self, message: Message) -> str:
+        """Queue a user message durably; returns its id once the store's inbox holds it. From then on the
+        message runs even if the process is killed first: when the session is next opened, in order, once.
+        A message cut short by a crash runs again from its start, so its tools may see their calls twice.
+
+        Raises what ``send`` raises, ``StoreError`` when the message could not be stored (it is then not queued
+        either), and ``SessionClosed`` when the session closed while it was stored (it then never runs). With a
+        store that has no inbox (not an ``InboxStore``) it is ``send``."""
+        inbox = self._inbox
+        if inbox is None:
+            return self.send(message)
+        item = self._enqueue(message)
+        item.writing = True
+        try:
+            with anyio.CancelScope(shield=True):  # once started, the write is seen through: it may be stored
+                await inbox.post(self.id, Turn(Role.USER, item.parts, {"message_id": item.id}))
+        except Exception as exc:
+            self._unqueue(item, exc)
+            raise
+        item.writing = False
+        item.posted = True
+        queue = self._queue
+        if item.finished:  # dropped while it was written, by an interrupt or by closing: it must never run
+            await self._mark_done(item.id)
+            if self.closed:
+                raise SessionClosed(f"session {self.id!r} closed before the message was accepted")
+        else:
+            if self.events.has_subscribers:
+                self.events.publish(MessageQueued(item.id, queue.index(item) + (self._current is not None)))
+            if queue[0] is item:
+                self._wake_worker()
+        return item.id
+
+    def _enqueue(self, message: Message) -> Queued:
         if self.closed:
             raise SessionClosed(f"session {self.id!r} is closed")
-        parts = _parts(message)
+        parts = message_parts(message)
         queue = self._queue
         # A message the idle worker is about to take does not count as waiting.
         if len(queue) - (self._wake is not None) >= self._queue_size:
             raise SessionBusy(f"session {self.id!r} already has {self._waiting} messages waiting")
-        item = _Message(f"msg_{self._ids_prefix}{next(self._ids):x}", parts)
+        item = Queued(f"msg_{self._ids_prefix}{next(self._ids):x}", parts)
         queue.append(item)
         wake = self._wake
         if wake is not None and len(queue) == 1:
             wake.set()
-        position = self._waiting + (self._current is not None)
         self._waiting += 1
         self.last_active = time.monotonic()
-        if self.events.has_subscribers:
-            self.events.publish(MessageQueued(item.id, position))
         self._pending[item.id] = item
-        return item.id
+        return item
+
+    def _unqueue(self, item: Queued, error: Exception) -> None:
+        """Take back a message whose post failed: it was never stored, so it must not run."""
+        item.writing = False
+        if item in self._queue:
+            self._queue.remove(item)
+            self._waiting -= 1
+            if self._queue and not self._queue[0].writing:
+                self._wake_worker()
+        self._finish(item, error)
 
     async def ask(self, message: Message) -> State:
         """Send a message and wait for the conversation it produced; its exception if processing failed."""
@@ -209,10 +209,14 @@ class Session:
                 self._waiting -= 1
                 dropped += 1
                 self._finish(item, None)
+                if item.posted and not self.closed:
+                    self._dropped.append(item.id)
         if self._current is not None and self._scope is not None:
             self._dropped_by_interrupt += dropped
             self._scope.cancel()
         else:
+            if self._dropped:
+                self._wake_worker()  # to mark them done
             self.events.publish(Interrupted(None, dropped))
         return dropped
 
@@ -231,6 +235,8 @@ class Session:
             await self._repair()
             while not self.closed:
                 await self._serve_until_interrupted()
+            if self._dropped:  # an interrupt just before the close
+                await self._mark_done()
         finally:
             # Nothing serves this session any more: refuse new messages, and release anyone waiting.
             self.closed = True
@@ -243,12 +249,20 @@ class Session:
             self._wake.set()
 
     async def _repair(self) -> None:
-        """Answer tool calls left open by a process that stopped mid-turn, so the history is valid again."""
-        pending = self._stored.pending_calls
-        if pending:
-            _log.warning("answering tool calls left open by an interrupted run", session=self.id, calls=len(pending))
-            results = [ToolResult(c.id, c.name, f"error: {INTERRUPTED}", is_error=True) for c in pending]
-            await self._persist(self._stored.append(Role.TOOL, *results))
+        """Answer tool calls left open by a process that stopped mid-turn, so the history is valid again (a
+        ``Manager`` has done so already, see ``session._resume``)."""
+        repaired = answer_open_calls(self._stored)
+        if repaired is not self._stored:
+            _log.warning("answering tool calls left open by an interrupted run", session=self.id,
+                         calls=len(self._stored.pending_calls))
+            await self._persist(repaired)
+
+    async def _mark_done(self, *message_ids: str) -> None:
+        """Take posted messages out of the store's inbox for good (they ran, failed or were dropped), and
+        those an interrupt dropped."""
+        dropped, self._dropped = self._dropped, []
+        if self._inbox is not None:
+            await mark_done(self._inbox, self.id, (*dropped, *message_ids))
 
     async def _serve_until_interrupted(self) -> None:
         """Process messages in order as they come, until the session is closed or interrupted. They share one
@@ -258,7 +272,9 @@ class Session:
         with anyio.CancelScope() as scope:
             self._scope = scope
             while not scope.cancel_called:
-                if queue:
+                if self._dropped:
+                    await self._mark_done()
+                if queue and not queue[0].writing:
                     item = queue.popleft()
                     self._waiting -= 1
                     await self._process(item)
@@ -278,10 +294,12 @@ class Session:
             self.last_active = time.monotonic()
             if current is not None:
                 self._finish(current, None)
+                if current.posted and not self.closed:
+                    self._dropped.append(current.id)  # the interrupt ended it: it must not run again
             dropped, self._dropped_by_interrupt = self._dropped_by_interrupt, 0
             self.events.publish(Interrupted(None if current is None else current.id, dropped))
 
-    async def _process(self, item: _Message) -> None:
+    async def _process(self, item: Queued) -> None:
         events = self.events
         tracer = tracing.current_tracer()
         self._current = item
@@ -306,9 +324,13 @@ class Session:
                     exc = unwrap(raised) if isinstance(raised, ExceptionGroup) else raised
                     _log.warning("message failed", session=self.id, message=item.id, error=repr(exc))
                     await self._record_failure(exc, item.id)
+                    if item.posted:
+                        await self._mark_done(item.id)
                     self.events.publish(MessageFailed(item.id, str(exc), type(exc).__name__))
                     self._finish(item, exc)
                 else:
+                    if item.posted:
+                        await self._mark_done(item.id)
                     if events.has_subscribers:
                         outcome = state.outcome
                         status = "ok" if outcome is None else outcome.status
@@ -331,7 +353,7 @@ class Session:
             except Exception as error:  # the store is what failed: the message's own failure is reported anyway
                 _log.warning("could not store a failed message's outcome", session=self.id, error=repr(error))
 
-    def _finish(self, item: _Message, result: State | BaseException | None) -> None:
+    def _finish(self, item: Queued, result: State | BaseException | None) -> None:
         item.finish(result)
         self._pending.pop(item.id, None)
 
@@ -343,10 +365,11 @@ class Session:
             return  # the common case after a processor returns: everything is stored already
         if not rewind and not extends(state, self._stored):
             return
-        if self._writing:
-            await self._wait_to_write()  # another write of this session (a concurrent turn) is under way
+        lock = self._write_lock
+        if lock.held:
+            await lock.wait()  # another write of this session (a concurrent turn) is under way
         else:
-            self._writing = True
+            lock.held = True
         try:
             stored = self._stored
             common = state.common_prefix(stored)
@@ -371,26 +394,4 @@ class Session:
                 for offset, turn in enumerate(new):
                     events.publish(TurnStored(common + offset, turn))
         finally:
-            self._end_write()
-
-    async def _wait_to_write(self) -> None:
-        """Wait until the writes under way or queued before this one are done; this one then holds the turn."""
-        waiter = Wake()
-        if self._write_waiters is None:
-            self._write_waiters = deque()
-        self._write_waiters.append(waiter)
-        try:
-            await waiter
-        except BaseException:
-            if waiter.is_set():
-                self._end_write()  # the turn was handed over just as this write was cancelled: pass it on
-            else:
-                self._write_waiters.remove(waiter)
-            raise
-
-    def _end_write(self) -> None:
-        waiters = self._write_waiters
-        if waiters:
-            waiters.popleft().set()  # hand over to the next write in line (FIFO); ``_writing`` stays set
-        else:
-            self._writing = False
+            lock.release()

@@ -1,4 +1,5 @@
-"""A conformance check any ``Store`` implementation can run (``await check_store(make_store)``)."""
+"""A conformance check any ``Store`` implementation can run (``await check_store(make_store)``); it checks the
+optional abilities (``DeletingStore``, ``InboxStore``) too when the store has them."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-from loop import Reasoning, Role, Text, ToolCall, ToolResult, Turn, Usage
+from loop import Reasoning, Role, Text, ToolCall, ToolResult, Turn, Usage, UsageError
 from loop.errors import ConformanceError
-from session.stores._protocol import Store, StoreConflict
+from session.stores._protocol import DeletingStore, InboxStore, Store, StoreConflict
 
 
 def _require(ok: bool, rule: str) -> None:
@@ -26,7 +27,8 @@ SAMPLE = (
 
 
 async def check_store(make_store: Callable[[], Store | Awaitable[Store]]) -> None:
-    """Run the ``Store`` contract against a fresh store from ``make_store``; raises ``ConformanceError``."""
+    """Run the ``Store`` contract against a fresh store from ``make_store`` (and the ``InboxStore`` contract if
+    it has that ability); raises ``ConformanceError``."""
     made = make_store()
     store = await made if isinstance(made, Awaitable) else made
     _require(await store.load("absent") is None, "load of an unknown id returns None")
@@ -79,3 +81,48 @@ async def check_store(make_store: Callable[[], Store | Awaitable[Store]]) -> Non
         got = await store.load(f"c{n}")
         _require(got is not None and [t.text for t in got] == [f"{n}-{i}" for i in range(5)],
                  "concurrent writers to different sessions do not interfere")
+    if isinstance(store, InboxStore):
+        await _check_inbox(store)
+
+
+def _posted(n: int, text: str | None = None) -> Turn:
+    return Turn(Role.USER, [Text(text or f"message {n} ✓")], {"message_id": f"m{n}"})
+
+
+async def _check_inbox(store: InboxStore) -> None:
+    _require(await store.inbox("box") == () and await store.inboxes() == (), "an inbox starts empty")
+    for n in range(3):
+        await store.post("box", _posted(n))
+    await store.post("other", _posted(9))
+    _require(await store.inbox("box") == (_posted(0), _posted(1), _posted(2)),
+             "posted messages wait in the order they were posted, meta included")
+    _require(await store.inboxes() == ("box", "other"), "inboxes names the conversations with messages waiting")
+    _require(await store.load("box") is None, "posting does not create the conversation")
+    await store.post("box", _posted(1, "posted again"))
+    _require(await store.inbox("box") == (_posted(0), _posted(1), _posted(2)),
+             "posting an id already waiting changes nothing")
+    await store.append("box", 0, (_posted(0),), {})
+    _require(len(await store.inbox("box")) == 3, "an append takes no message out of the inbox")
+    await store.done("box", "m1")
+    await store.done("box", "absent")
+    await store.done("nowhere", "m0")
+    _require(await store.inbox("box") == (_posted(0), _posted(2)), "done takes one message out; others stay")
+    await store.done("box", "m0")
+    await store.done("box", "m2")
+    _require(await store.inbox("box") == () and await store.inboxes() == ("other",),
+             "a conversation whose messages are all done has none waiting")
+    async with anyio.create_task_group() as group:  # started in this order: they take effect in this order
+        group.start_soon(store.post, "box", _posted(3))
+        group.start_soon(store.done, "box", "m3")
+        group.start_soon(store.post, "box", _posted(4))
+    _require(await store.inbox("box") == (_posted(4),), "posts and dones take effect in the order they were called")
+    try:
+        await store.post("box", Turn(Role.ASSISTANT, [Text("not a user's")], {"message_id": "m5"}))
+    except UsageError:
+        pass
+    else:
+        raise ConformanceError("store breaks the contract: posting what is not a user turn must raise UsageError")
+    if isinstance(store, DeletingStore):
+        await store.delete("box")
+        _require(await store.inbox("box") == (), "deleting a conversation forgets its inbox")
+

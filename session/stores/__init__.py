@@ -2,6 +2,7 @@
 
     Store          the protocol: ``load`` a conversation, ``append`` turns to it (all or nothing, durable)
     DeletingStore  a store that can also ``delete`` a conversation (an optional ability)
+    InboxStore     a store that keeps messages until they are run (an optional ability)
     MemoryStore    in this process's memory: fast, gone when the process ends
     SQLiteStore    an SQLite file: the embedded durable default, survives a killed process
     open_store     the store a URL names: ``memory://`` or ``sqlite:///path/to.db``
@@ -11,7 +12,7 @@
 
 from session.stores._memory import MemoryStore
 from session.stores._open import open_store
-from session.stores._protocol import DeletingStore, Store, StoreConflict, StoreError
+from session.stores._protocol import DeletingStore, InboxStore, Store, StoreConflict, StoreError
 from session.stores._sqlite import SQLiteStore
 
-__all__ = ["DeletingStore", "MemoryStore", "SQLiteStore", "Store", "StoreConflict", "StoreError", "open_store"]
+__all__ = ["DeletingStore", "InboxStore", "MemoryStore", "SQLiteStore", "Store", "StoreConflict", "StoreError", "open_store"]

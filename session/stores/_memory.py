@@ -6,17 +6,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loop import State, Turn
-from session.stores._protocol import check_append, check_session_id
+from session.stores._protocol import check_append, check_posted, check_session_id
 
 
 class MemoryStore:
-    """A ``Store`` in this process's memory: fast, and gone when the process ends."""
+    """A ``Store`` in this process's memory: fast, and gone when the process ends. It has the optional
+    abilities ``DeletingStore`` and ``InboxStore`` (its inbox is as durable as the rest: not at all)."""
 
     def __init__(self) -> None:
         # Turns are kept in a plain list per conversation (an append adds no linked nodes or states for the
         # garbage collector to track), and the meta apart; a load builds the State, exactly.
         self._turns: dict[str, list[Turn]] = {}
         self._meta: dict[str, Mapping[str, Any]] = {}
+        self._inboxes: dict[str, dict[str, Turn]] = {}  # waiting messages by id, in the order posted
 
     async def load(self, session_id: str) -> State | None:
         turns = self._turns.get(check_session_id(session_id))
@@ -37,7 +39,29 @@ class MemoryStore:
     async def delete(self, session_id: str) -> bool:
         """Forget a conversation; whether it existed."""
         self._meta.pop(check_session_id(session_id), None)
+        self._inboxes.pop(session_id, None)
         return self._turns.pop(session_id, None) is not None
+
+    # Like ``append``, the inbox never suspends.
+
+    async def post(self, session_id: str, message: Turn) -> None:
+        """Queue ``message`` in the conversation's inbox (see ``InboxStore``)."""
+        message_id = check_posted(message)
+        self._inboxes.setdefault(check_session_id(session_id), {}).setdefault(message_id, message)
+
+    async def inbox(self, session_id: str) -> tuple[Turn, ...]:
+        """The messages waiting in the conversation's inbox, oldest first."""
+        return tuple(self._inboxes.get(check_session_id(session_id), {}).values())
+
+    async def inboxes(self) -> tuple[str, ...]:
+        """The ids of the conversations with messages waiting, sorted."""
+        return tuple(sorted(self._inboxes))
+
+    async def done(self, session_id: str, message_id: str) -> None:
+        """Take a message out of the inbox for good."""
+        waiting = self._inboxes.get(check_session_id(session_id))
+        if waiting is not None and waiting.pop(message_id, None) is not None and not waiting:
+            del self._inboxes[session_id]
 
     async def sessions(self) -> list[str]:
         """The ids of every stored conversation, sorted."""

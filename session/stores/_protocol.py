@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from loop import LoopError, State, Turn, UsageError, non_negative_int
+from loop import LoopError, Role, State, Turn, UsageError, non_negative_int
 
 
 class StoreError(LoopError):
@@ -43,6 +43,45 @@ class DeletingStore(Store, Protocol):
     async def delete(self, session_id: str) -> bool: ...
 
 
+@runtime_checkable
+class InboxStore(Store, Protocol):
+    """The optional ability to keep messages durably until they are run: each conversation's inbox, a FIFO of
+    user messages that were accepted (acknowledged to whoever sent them) but are not yet done. ``MemoryStore``
+    and ``SQLiteStore`` have it; a ``Session`` uses it for ``post``, and a ``Manager`` to resume the messages
+    a stopped process left waiting.
+
+    ``post`` puts ``message`` (a user ``Turn`` whose meta holds its ``"message_id"``, a string) at the end of
+    conversation ``session_id``'s inbox. Once it returns, the message survives the process being killed, as an
+    append does. Posting an id already waiting changes nothing. Posting neither needs nor creates the
+    conversation: ``load`` is unchanged.
+
+    ``inbox`` returns the messages waiting in ``session_id``'s inbox, oldest first, as posted; ``()`` when none
+    wait. ``inboxes`` returns the ids of the conversations with at least one message waiting, sorted.
+
+    ``done`` takes message ``message_id`` out of the inbox for good (it was run, failed, or was dropped); an id
+    that is not waiting is ignored. Posts, dones and appends of one conversation take effect in the order they
+    were called, even when a store writes several in one transaction.
+
+    Whoever runs the messages (a ``Session``) stores a message's user turn, with the same ``message_id`` in its
+    meta, when it starts the message, and calls ``done`` once the message's run has ended and every turn of it
+    is stored. So after a crash a waiting message whose user turn is not in the conversation was never started,
+    and one whose user turn is the conversation's latest message was cut short: it runs again from its start
+    (see ``Manager``), and so does one that stopped between its last turn and its ``done``. ``delete``
+    (``DeletingStore``) forgets the inbox along with the conversation. Failures raise ``StoreError``; a message
+    that is not a user turn with a string ``message_id`` raises ``UsageError``. A store shared by several
+    processes also needs the per-conversation lease a single ``Manager`` gives: one runner of an inbox at a time.
+    ``session.testing.check_store`` checks this contract when a store has the ability.
+    """
+
+    async def post(self, session_id: str, message: Turn) -> None: ...
+
+    async def inbox(self, session_id: str) -> tuple[Turn, ...]: ...
+
+    async def inboxes(self) -> tuple[str, ...]: ...
+
+    async def done(self, session_id: str, message_id: str) -> None: ...
+
+
 MAX_SESSION_ID = 256  # room for a client's name of up to 200 characters in a namespace (see HTTPConduit)
 
 
@@ -62,3 +101,13 @@ def check_append(session_id: str, stored: int, start: Any, turns: Sequence[Turn]
     for turn in turns:
         if not isinstance(turn, Turn):
             raise UsageError(f"a store holds Turn values, got {turn!r}")
+
+
+def check_posted(message: Any) -> str:
+    """The id of a message for an inbox (see ``InboxStore.post``); ``UsageError`` when it cannot be one."""
+    if not isinstance(message, Turn) or message.role is not Role.USER:
+        raise UsageError(f"an inbox holds user turns, got {message!r}"[:400])
+    message_id = message.meta.get("message_id")
+    if not isinstance(message_id, str) or not message_id:
+        raise UsageError(f"a posted message's meta needs its 'message_id' (a string), got {message.meta!r}"[:400])
+    return message_id

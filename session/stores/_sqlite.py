@@ -1,4 +1,5 @@
-"""``SQLiteStore``: the embedded durable store. WAL journal, one row per turn, append-only, versioned schema."""
+"""``SQLiteStore``: the embedded durable store. WAL journal, one row per turn, append-only, versioned schema,
+and an inbox of messages waiting to be run."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ import anyio.to_thread
 
 from loop import State, Turn, UsageError
 from loop import Wake
-from session.stores._protocol import StoreError, check_append, check_session_id
+from session.stores._protocol import StoreError, check_append, check_posted, check_session_id
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3 added the inbox
 # Schema 1 stores kept run results (degraded, verification ...) in a conversation's meta. Upgrading marks
 # those conversations, and loading one moves the results onto its last answer's outcome.
 _LEGACY = "__legacy_run_results__"
@@ -44,20 +45,26 @@ CREATE TABLE IF NOT EXISTS turns (
     data        TEXT NOT NULL,
     PRIMARY KEY (session_id, idx, rev)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS inbox (
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id  TEXT NOT NULL,
+    message_id  TEXT NOT NULL,
+    data        TEXT NOT NULL,
+    UNIQUE (session_id, message_id)
+);
 """
 T = TypeVar("T")
 
 
 class _Write:
-    """One append: what to write, how it waits, and how it went."""
+    """One write (an append, a post or a done): what to write, how it waits, and how it went."""
 
-    __slots__ = ("session_id", "start", "rows", "meta", "wake", "taken", "handed", "done", "error")
+    __slots__ = ("apply", "session_id", "args", "wake", "taken", "handed", "done", "error")
 
-    def __init__(self, session_id: str, start: int, rows: list[str], meta: str) -> None:
+    def __init__(self, apply: Callable[[sqlite3.Connection, _Write], None], session_id: str, *args: Any) -> None:
+        self.apply = apply  # apply(conn, write) writes it, inside the batch's transaction
         self.session_id = session_id
-        self.start = start
-        self.rows = rows
-        self.meta = meta
+        self.args = args
         self.wake: Wake | None = None  # made when it has to wait for the writer
         self.taken = False  # a transaction took it: it is being (or was) written
         self.handed = False  # it was made the next writer
@@ -73,7 +80,8 @@ class SQLiteStore:
     the old ones from the branch point on, and the old rows stay as a record of what was tried. With the WAL
     journal and ``synchronous="NORMAL"`` (the default) a committed append survives the process being killed;
     ``synchronous="FULL"`` also survives a power cut, at the cost of an fsync per append. Turns are never
-    updated in place. Calls run in a worker thread, one at a time.
+    updated in place. Calls run in a worker thread, one at a time. It is an ``InboxStore``: posted messages
+    wait in a table of their own, written in the same transactions as appends.
 
     The store opens its file on first use and holds it until ``aclose`` (or the end of ``async with store``),
     as a file object does: whoever makes the store closes it. Closing is final: a closed store raises
@@ -93,8 +101,8 @@ class SQLiteStore:
         # takes them all. Measured on 1,000 sessions x 5 messages: 2.05 s with one transaction per append,
         # 0.68 s grouped (0.87-0.95 s inside the full benchmark run). The flags on each _Write (taken, handed,
         # done) are what let a cancelled or failed append be told apart from one already written.
-        self._waiting: list[_Write] = []  # appends not yet taken into a transaction
-        self._writer_busy = False  # an append is writing (or about to): the others wait for it
+        self._waiting: list[_Write] = []  # writes (appends, posts, dones) not yet taken into a transaction
+        self._writer_busy = False  # a write is under way (or about to be): the others wait for it
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         self._check_open()
@@ -177,10 +185,46 @@ class SQLiteStore:
             meta_text = json.dumps(dict(meta), ensure_ascii=False)
         except (TypeError, ValueError) as exc:
             raise UsageError(f"cannot store session {session_id!r}: meta must be JSON data ({exc})") from exc
-        # Group commit: one append at a time is the writer; those that arrive while it writes wait, and the
-        # next writer writes all of them in one transaction (each in a savepoint: one that is refused fails
-        # alone). An append a transaction took is written even if its caller is cancelled.
-        write = _Write(session_id, start, rows, meta_text)
+        await self._write(_Write(self._append_one, session_id, start, rows, meta_text))
+
+    async def post(self, session_id: str, message: Turn) -> None:
+        """Queue ``message`` in the conversation's inbox, durably (see ``InboxStore``)."""
+        check_session_id(session_id)
+        message_id = check_posted(message)
+        self._check_open()
+        try:
+            data = json.dumps(message.to_dict(), ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"cannot store a message for session {session_id!r}: its meta must be JSON data "
+                             f"({exc})") from exc
+        await self._write(_Write(self._post_one, session_id, message_id, data))
+
+    async def done(self, session_id: str, message_id: str) -> None:
+        """Take a message out of the inbox for good."""
+        check_session_id(session_id)
+        self._check_open()
+        await self._write(_Write(self._done_one, session_id, message_id))
+
+    async def inbox(self, session_id: str) -> tuple[Turn, ...]:
+        """The messages waiting in the conversation's inbox, oldest first."""
+        check_session_id(session_id)
+        rows = await self._run(lambda: self._connect().execute(
+            "SELECT data FROM inbox WHERE session_id = ? ORDER BY seq", (session_id,)).fetchall())
+        try:
+            return tuple(Turn.from_dict(json.loads(r[0]), where=f"waiting message {i}") for i, r in enumerate(rows))
+        except (ValueError, UsageError) as exc:
+            raise StoreError(f"the inbox of session {session_id!r} in {self.path} is unreadable: {exc}") from exc
+
+    async def inboxes(self) -> tuple[str, ...]:
+        """The ids of the conversations with messages waiting, sorted."""
+        return await self._run(lambda: tuple(r[0] for r in self._connect().execute(
+            "SELECT DISTINCT session_id FROM inbox ORDER BY session_id")))
+
+    async def _write(self, write: _Write) -> None:
+        """Write ``write`` (an append, a post or a done) and raise its error, if any. Group commit: one write
+        at a time is the writer; those that arrive while it writes wait, and the next writer writes all of
+        them in one transaction, in the order they came (each in a savepoint: one that is refused fails
+        alone). A write a transaction took is written even if its caller is cancelled."""
         self._waiting.append(write)
         if self._writer_busy:
             write.wake = wake = Wake()
@@ -190,9 +234,9 @@ class SQLiteStore:
                 if not write.taken:
                     self._waiting.remove(write)  # never written
                     if write.handed:
-                        self._hand_over()  # it was this append's turn to write: pass it on
+                        self._hand_over()  # it was this write's turn to write: pass it on
                 raise
-            if not write.done:  # woken to write the next batch, this append first in it
+            if not write.done:  # woken to write the next batch, this write first in it
                 await self._write_batch(write)
         else:
             self._writer_busy = True
@@ -201,14 +245,14 @@ class SQLiteStore:
             raise write.error
 
     async def _write_batch(self, write: _Write) -> None:
-        """As the writer: write every waiting append, ``write`` among them. The transaction's outcome is
+        """As the writer: write every waiting write, ``write`` among them. The transaction's outcome is
         reported (and the next writer chosen) when it ends, whatever happens meanwhile to this task."""
         try:
             async with self._lock:  # loads and deletes take it too
                 batch, self._waiting = self._waiting, []
                 for queued in batch:
                     queued.taken = True
-                with anyio.CancelScope(shield=True):  # the batch holds other callers' appends: see it through
+                with anyio.CancelScope(shield=True):  # the batch holds other callers' writes: see it through
                     await anyio.to_thread.run_sync(self._write_and_report, batch, write)
         except BaseException:
             if not write.taken:  # cancelled while waiting for the lock: it was never written
@@ -232,7 +276,7 @@ class SQLiteStore:
         self._hand_over()
 
     def _hand_over(self) -> None:
-        """Make the first waiting append the writer, or leave no writer when none waits."""
+        """Make the first waiting write the writer, or leave no writer when none waits."""
         if self._waiting:
             first = self._waiting[0]
             first.handed = True
@@ -242,7 +286,7 @@ class SQLiteStore:
             self._writer_busy = False
 
     def _append_batch(self, batch: list[_Write]) -> None:
-        """Write ``batch`` in one transaction; each write's outcome goes in its ``error``. Each append has a
+        """Write ``batch`` in one transaction; each write's outcome goes in its ``error``. Each write has a
         savepoint of its own: one that is refused, or whose rows will not go in, fails alone."""
         conn = None
         try:
@@ -251,7 +295,7 @@ class SQLiteStore:
             for write in batch:
                 conn.execute("SAVEPOINT one_append")
                 try:
-                    self._append_one(conn, write)
+                    write.apply(conn, write)
                 except Exception as exc:
                     conn.execute("ROLLBACK TO one_append")
                     write.error = exc if isinstance(exc, (StoreError, UsageError)) else self._error(exc)
@@ -276,7 +320,7 @@ class SQLiteStore:
                 self._conn = None
 
     def _error(self, exc: BaseException) -> StoreError:
-        """A fresh ``StoreError`` for ``exc`` (each append of a failed batch raises one of its own)."""
+        """A fresh ``StoreError`` for ``exc`` (each write of a failed batch raises one of its own)."""
         if isinstance(exc, StoreError):
             error = StoreError(str(exc))
         else:
@@ -286,7 +330,8 @@ class SQLiteStore:
 
     @staticmethod
     def _append_one(conn: sqlite3.Connection, write: _Write) -> None:
-        session_id, start, rows = write.session_id, write.start, write.rows
+        session_id = write.session_id
+        start, rows, meta = write.args
         found = conn.execute("SELECT length, rev FROM sessions WHERE id = ?", (session_id,)).fetchone()
         stored, rev = found if found else (0, 0)
         check_append(session_id, stored, start, ())  # raises before anything of this append is written
@@ -297,10 +342,19 @@ class SQLiteStore:
             "INSERT INTO sessions (id, meta, length, rev, created, updated) VALUES (?, ?, ?, ?, ?, ?) "
             "ON CONFLICT(id) DO UPDATE SET meta = excluded.meta, length = excluded.length, "
             "rev = excluded.rev, updated = excluded.updated",
-            (session_id, write.meta, start + len(rows), rev, now, now),
+            (session_id, meta, start + len(rows), rev, now, now),
         )
         conn.executemany("INSERT INTO turns (session_id, idx, rev, data) VALUES (?, ?, ?, ?)",
                          [(session_id, start + i, rev, row) for i, row in enumerate(rows)])
+
+    @staticmethod
+    def _post_one(conn: sqlite3.Connection, write: _Write) -> None:
+        conn.execute("INSERT OR IGNORE INTO inbox (session_id, message_id, data) VALUES (?, ?, ?)",
+                     (write.session_id, *write.args))
+
+    @staticmethod
+    def _done_one(conn: sqlite3.Connection, write: _Write) -> None:
+        conn.execute("DELETE FROM inbox WHERE session_id = ? AND message_id = ?", (write.session_id, *write.args))
 
     async def delete(self, session_id: str) -> bool:
         """Remove a conversation and its turns; whether it existed."""
@@ -308,7 +362,16 @@ class SQLiteStore:
         return await self._run(self._delete, session_id)
 
     def _delete(self, session_id: str) -> bool:
-        return self._connect().execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount > 0
+        conn = self._connect()
+        conn.execute("BEGIN IMMEDIATE")  # one transaction: the conversation and its inbox go together
+        try:
+            conn.execute("DELETE FROM inbox WHERE session_id = ?", (session_id,))
+            existed = conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount > 0
+            conn.execute("COMMIT")
+        except BaseException:
+            self._abandon(conn)
+            raise
+        return existed
 
     async def sessions(self) -> list[str]:
         """The ids of every stored conversation, sorted."""
