@@ -1,4 +1,5 @@
-"""``BearerAuth``: the one bearer-token check in front of every HTTP server a conduit runs.
+"""``BearerAuth``: the one bearer-token check in front of every HTTP server a conduit runs; and ``TokenQuota``,
+how many sessions each token may hold open there.
 
 The HTTP conduit, the OpenAI-compatible app and the MCP conduit over HTTP all use it; each answers a refused
 request in its own error format (``error_body``), and otherwise they behave the same: a 401 with a
@@ -10,10 +11,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from loop import UsageError
+from loop import Turn, UsageError, positive_int
+from session._manager import Manager, SessionLimit
+from session._session import Session
 
 Refusal = Literal["missing", "invalid"]
 """Why a request was refused: it sent no bearer token, or one that is not valid."""
@@ -93,3 +96,53 @@ class BearerAuth:
             owner = found
         scope.setdefault("state", {})["owner"] = owner
         await self.app(scope, receive, send)
+
+
+class TokenQuota:
+    """At most ``per_token`` sessions open at once for each token (each owner, as ``BearerAuth`` names it), so
+    that no client can take all of a manager's ``max_sessions`` for itself.
+
+    Every session a server opens for a token goes through ``open``. A session counts while the manager holds
+    it open (sessions being opened count too): one closed, by its client or as idle, frees its place.
+    """
+
+    def __init__(self, manager: Manager, *, per_token: int) -> None:
+        self.manager = manager
+        self.per_token = positive_int("per_token (sessions a token may hold open)", per_token)
+        self._held: dict[str, set[str]] = {}  # owner: the ids of the sessions opened for it, maybe closed since
+        self._opening: dict[str, int] = {}
+
+    def held(self, owner: str) -> int:
+        """How many sessions ``owner`` holds open (or is opening) now."""
+        keys = self._held.get(owner)
+        if keys is not None:
+            for key in [k for k in keys if not self._is_open(k)]:
+                keys.discard(key)
+            if not keys:
+                del self._held[owner]
+        return len(keys or ()) + self._opening.get(owner, 0)
+
+    def _is_open(self, key: str) -> bool:
+        session = self.manager.get(key)
+        return session is not None and not session.closed
+
+    async def open(self, owner: str, session_id: str, *, history: Sequence[Turn] = (),
+                   refuse: Callable[[str], Exception] = SessionLimit) -> Session:
+        """``manager.open(session_id, history=history)`` for ``owner``: a session already open is returned as it
+        is; one to open beyond the owner's quota raises ``refuse(message)`` instead (``SessionLimit`` unless the
+        caller answers in a format of its own: the conduits answer 429)."""
+        if self._is_open(session_id):
+            return await self.manager.open(session_id, history=history)
+        held = self.held(owner)
+        if held >= self.per_token:
+            raise refuse(f"this token already holds {held} open sessions, the most one token may hold at once; "
+                         "close one (or let an idle one close) and try again")
+        self._opening[owner] = self._opening.get(owner, 0) + 1
+        try:
+            session = await self.manager.open(session_id, history=history)
+        finally:
+            self._opening[owner] -= 1
+            if not self._opening[owner]:
+                del self._opening[owner]
+        self._held.setdefault(owner, set()).add(session_id)
+        return session

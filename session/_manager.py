@@ -16,9 +16,10 @@ import anyio.abc
 from loop import (EventBus, LoopError, Provider, State, Step, Tool, Turn, TurnExecutor, UsageError, positive_int,
                   positive_number, tracing)
 from session._groups import unwrap
+from session._resume import history_of, resume
 from session._session import Session, TurnProcessor
 from session.stores._memory import MemoryStore
-from session.stores._protocol import Store, check_session_id
+from session.stores._protocol import InboxStore, Store, check_session_id
 
 StepFactory = Callable[[Provider, EventBus], TurnExecutor]
 _log = tracing.logger("session.manager")
@@ -72,8 +73,14 @@ class Manager:
 
     Use it as an async context manager: sessions' workers run in its task group and stop when it exits. A
     session not yet open is resumed from the store when it holds that id. Sessions idle for
-    ``idle_timeout`` seconds are closed (their conversations stay in the store); at most ``max_sessions``
-    are open at once.
+    ``idle_timeout`` seconds are closed (their conversations stay in the store), and sessions with no
+    conversation yet (opened, never sent a message) after ``empty_timeout`` seconds (at most ``idle_timeout``):
+    an empty session holds a place but has nothing to lose. At most ``max_sessions`` are open at once.
+
+    With a store that keeps an inbox (``InboxStore``), messages a session ``post``s survive the process:
+    entering the manager resumes every conversation with messages waiting, and opening a session puts its
+    conversation right first (a message cut short runs again from its start; tool calls left open are answered
+    "interrupted": see ``session._resume``).
     """
 
     def __init__(
@@ -85,6 +92,7 @@ class Manager:
         make_step: StepFactory | None = None,
         max_sessions: int = 1000,
         idle_timeout: float = 900.0,
+        empty_timeout: float = 60.0,
         queue_size: int = 64,
     ) -> None:
         _check_processor(processor)
@@ -103,6 +111,7 @@ class Manager:
                              f"got {make_step!r}")
         positive_int("max_sessions", max_sessions)
         positive_number("idle_timeout", idle_timeout, unit="seconds")
+        positive_number("empty_timeout", empty_timeout, unit="seconds")
         positive_int("queue_size", queue_size)
         self.processor = processor
         self.provider = provider
@@ -110,6 +119,7 @@ class Manager:
         self.make_step = make_step or step_factory()
         self.max_sessions = max_sessions
         self.idle_timeout = float(idle_timeout)
+        self.empty_timeout = min(float(empty_timeout), self.idle_timeout)
         self.queue_size = queue_size
         self._sessions: dict[str, Session] = {}
         self._group: anyio.abc.TaskGroup | None = None
@@ -119,7 +129,27 @@ class Manager:
         self._group = anyio.create_task_group()
         await self._group.__aenter__()
         self._group.start_soon(self._reap_idle)
+        try:
+            await self._resume_waiting()
+        except BaseException as exc:
+            await self.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
         return self
+
+    async def _resume_waiting(self) -> None:
+        """Open the conversations whose inbox holds messages a stopped process did not finish: they run now."""
+        if not isinstance(self.store, InboxStore):
+            return
+        for session_id in await self.store.inboxes():
+            if len(self._sessions) >= self.max_sessions:
+                _log.warning("not resuming every session with messages waiting: max_sessions reached",
+                             left=session_id)
+                return
+            _log.info("resuming a session with messages waiting", session=session_id)
+            try:
+                await self.open(session_id)
+            except Exception as exc:  # the others still resume; this one does when it is next opened
+                _log.warning("could not resume a session", session=session_id, error=repr(exc))
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> bool | None:
@@ -163,16 +193,26 @@ class Manager:
                 return session
             if len(self._sessions) >= self.max_sessions:
                 raise SessionLimit(f"{len(self._sessions)} sessions are open, the most this manager allows")
-            state = await self.store.load(session_id)
+            resumed = await resume(self.store, session_id)
+            state = resumed.state
             if state is None and history:
                 await self.store.append(session_id, 0, tuple(history), {})
                 state = State(tuple(history))
             events = EventBus()
             session = Session(session_id, step=self.make_step(self.provider, events), processor=self.processor,
-                              store=self.store, state=state, events=events, queue_size=self.queue_size)
+                              store=self.store, state=state, events=events, queue_size=self.queue_size,
+                              waiting=resumed.waiting)
             self._sessions[session_id] = session
             self._group.start_soon(self._serve, session)
             return session
+
+    async def history(self, session_id: str) -> State | None:
+        """Conversation ``session_id``: the open session's, else the stored one as it will be when resumed
+        (tool calls a stopped process left open are shown answered "interrupted"); ``None`` if none is stored."""
+        session = self._sessions.get(session_id)
+        if session is not None and not session.closed:
+            return session.state
+        return await history_of(self.store, check_session_id(session_id))
 
     async def close(self, session_id: str) -> bool:
         """Close an open session (its conversation stays in the store); whether it was open."""
@@ -191,9 +231,10 @@ class Manager:
 
     async def _reap_idle(self) -> None:
         while True:
-            await anyio.sleep(min(60.0, self.idle_timeout / 4))
+            await anyio.sleep(min(60.0, self.empty_timeout / 4))
             now = time.monotonic()
             for session in list(self._sessions.values()):
-                if not session.busy and now - session.last_active > self.idle_timeout:
+                timeout = self.idle_timeout if len(session.state) else self.empty_timeout
+                if not session.busy and now - session.last_active > timeout:
                     _log.info("closing idle session", session=session.id)
                     await self.close(session.id)

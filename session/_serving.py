@@ -1,8 +1,14 @@
-"""Serving an ASGI app over HTTP for the conduits: a listening socket, and uvicorn run until cancelled."""
+"""Serving an ASGI app over HTTP for the conduits: a listening socket, uvicorn run until cancelled with a
+deadline for each request's headers, and the checks every conduit makes of a JSON request body before and after
+parsing it (how deeply it nests, and whether it holds text UTF-8 cannot carry)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import itertools
+import json
+import re
 import socket
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -11,10 +17,76 @@ from typing import Any
 import anyio
 import anyio.abc
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from loop import LoopError, UsageError, tracing
+from loop import LoopError, UsageError, positive_number, tracing
 
 _log = tracing.logger("session.serving")
+
+MAX_JSON_DEPTH = 64
+"""How deeply the arrays and objects of a JSON request body may nest. Deeper bodies are refused (400) before they
+are parsed: the parser recurses once per level, and some 200,000 levels exhaust the interpreter's stack."""
+
+# A JSON string, through its closing quote or the end of the text: possessive, so that it never backtracks, and
+# it always matches once started, so a text full of unclosed quotes is still read once (not once per quote).
+_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)', re.DOTALL)
+_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
+_NESTING = tuple(1 if b in b"[{" else -1 if b in b"]}" else 0 for b in range(256))
+# A surrogate code point can only come from a \uD800-\uDFFF escape, or from its UTF-8 form (ED A0..BF ..),
+# which ``json.loads`` lets through.
+_SURROGATE_IN_TEXT = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_depth(text: bytes) -> int:
+    """How deeply the arrays and objects of the JSON ``text`` nest (0 for a lone value); brackets in strings do
+    not count. It reads the text in one pass without recursion, so it is safe to ask before ``json.loads``."""
+    brackets = _JSON_STRING.sub(b"", text).translate(None, _NOT_BRACKETS)
+    if not brackets:
+        return 0
+    return max(0, max(itertools.accumulate(map(_NESTING.__getitem__, brackets))))
+
+
+def json_text(data: Any, **options: Any) -> str:
+    """``json.dumps(data, ensure_ascii=False, **options)``, but always valid UTF-8: a string holding a lone
+    surrogate (which a model or a tool could hand over) is written with ``\\u`` escapes, as JSON allows, so that
+    it cannot break the response that carries it."""
+    text = json.dumps(data, ensure_ascii=False, **options)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(data, ensure_ascii=True, **options)
+    return text
+
+
+def _shown(key: str) -> str:
+    return key.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def lone_surrogate(data: Any, *, text: bytes | None = None) -> str | None:
+    """Where parsed JSON ``data`` holds a lone UTF-16 surrogate (``"\\ud800"`` without its pair): the path of
+    the first string (or key) holding one, like ``messages[0].content`` (``""`` for ``data`` itself), or
+    ``None``. Such a string is not Unicode text: UTF-8 cannot encode it, so it can be neither stored nor sent.
+    Given the ``text`` ``data`` was parsed from, a text that cannot hold one is not searched further."""
+    if text is not None and not _SURROGATE_IN_TEXT.search(text):
+        return None
+    pending: list[tuple[str, Any]] = [("", data)]
+    while pending:
+        path, value = pending.pop()
+        if isinstance(value, str):
+            if _SURROGATE.search(value):
+                return path
+        elif isinstance(value, dict):
+            inside = []
+            for key, item in value.items():
+                where = f"{path}.{_shown(key)}" if path else _shown(key)
+                if _SURROGATE.search(key):
+                    return where
+                inside.append((where, item))
+            pending.extend(reversed(inside))  # first key first
+        elif isinstance(value, list):
+            pending.extend((f"{path}[{i}]", item) for i, item in reversed(list(enumerate(value))))
+    return None
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -39,6 +111,71 @@ def url_of(sock: socket.socket, host: str, path: str = "") -> str:
     return f"http://{shown}:{sock.getsockname()[1]}{path}"
 
 
+class _HeaderTimed(H11Protocol):
+    """uvicorn's h11 protocol, with a deadline for each request's headers, which uvicorn does not have: a
+    connection whose next request's headers are not all in ``header_timeout`` seconds after it opened (or after
+    the last response) is closed, with 408 if part of a request came. Slow request bodies are the app's to time
+    out. (uvicorn's own keep-alive timeout still closes an idle connection sooner, after a response.)"""
+
+    header_timeout = 10.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline: asyncio.TimerHandle | None = None
+        self._before: Any = None  # the request cycle before the one whose headers are awaited
+        self._partial = False  # part of the awaited request has come
+
+    def _await_headers(self) -> None:
+        self._stop_waiting()
+        self._before, self._partial = self.cycle, False
+        self._deadline = self.loop.call_later(self.header_timeout, self._headers_late)
+
+    def _stop_waiting(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _headers_late(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing() or self.cycle is not self._before:
+            return
+        _log.info("closing a connection whose request headers came too slowly", client=self.client)
+        if self._partial:
+            body = (b'{"error": {"type": "request_timeout", "message": "the request headers did not arrive within '
+                    + f'{self.header_timeout:g} s"}}}}'.encode())
+            self.transport.write(b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+                                 + f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode() + body)
+        self.transport.close()
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._await_headers()
+
+    def data_received(self, data: bytes) -> None:
+        self._partial = True
+        super().data_received(data)
+        if self._deadline is not None and self.cycle is not self._before:  # the headers are in: a request began
+            self._stop_waiting()
+
+    def on_response_complete(self) -> None:
+        answered = self.cycle
+        super().on_response_complete()
+        if self.cycle is answered and not self.transport.is_closing():  # no pipelined request began meanwhile
+            self._await_headers()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_waiting()
+        super().connection_lost(exc)
+
+
+def _protocol(header_timeout: float) -> type[H11Protocol]:
+    class Protocol(_HeaderTimed):
+        pass
+
+    Protocol.header_timeout = header_timeout
+    return Protocol
+
+
 class _Server(uvicorn.Server):
     """uvicorn, stopped by cancelling ``serve_asgi`` rather than by the process's signals."""
 
@@ -57,18 +194,22 @@ async def serve_asgi(
     around: AbstractAsyncContextManager[Any] | None = None,
     on_stop: Callable[[], None] | None = None,
     what: str = "HTTP server",
+    header_timeout: float = 10.0,
 ) -> None:
     """Serve ``app`` with uvicorn on ``sock`` (from ``listen``; the caller closes it) until cancelled (asyncio
-    only). ``host`` and ``path`` make the URL.
+    only). ``host`` and ``path`` make the URL. A connection whose request headers take longer than
+    ``header_timeout`` seconds to arrive is closed (with 408 when part of them came).
 
     ``task_status`` gets the URL once the server accepts connections. ``around`` is entered for as long as the
     server runs (and left first on the way out); ``on_stop`` runs as shutdown begins, so long-lived responses
     can end before uvicorn waits up to ``shutdown_timeout`` seconds for requests in flight.
     """
     url = url_of(sock, host, path)
+    positive_number("header_timeout", header_timeout, unit="seconds")
     # uvicorn hints this as int, but only hands it to asyncio.wait_for, which takes any number of seconds.
     config = uvicorn.Config(app, lifespan="off", log_config=None, access_log=False, ws="none",
-                            server_header=False, timeout_graceful_shutdown=shutdown_timeout)  # type: ignore[arg-type]
+                            http=_protocol(float(header_timeout)), server_header=False,
+                            timeout_graceful_shutdown=shutdown_timeout)  # type: ignore[arg-type]
     server = _Server(config)
     stopped = anyio.Event()
 

@@ -13,6 +13,7 @@ from starlette.middleware import Middleware
 
 from loop import UsageError, positive_int, positive_number
 from provider import is_loopback
+from session._bearer import TokenQuota
 from session._manager import Manager
 from session._serving import listen, serve_asgi
 from session.http._guards import ERROR_HANDLERS, BearerAuth, BodyLimit, RateLimit, RateLimited, RequestLog
@@ -44,6 +45,14 @@ class HTTPConduit:
     keeps the last ``event_log_size`` events of each session for clients that resume. Unless
     ``openai_model`` is ``None``, the same server answers the OpenAI-compatible ``/v1/chat/completions`` and
     ``/v1/models`` (listing that model name) behind the same token.
+
+    Limits against clients that take more than their share: one token may hold at most
+    ``max_sessions_per_token`` sessions open at once, over both APIs (429 ``session_quota`` beyond; ``None``:
+    only the manager's ``max_sessions``), and a session no message was sent to is closed after the manager's
+    ``empty_timeout`` (60 s by default), freeing its place. A connection must send each request's headers
+    within ``header_timeout`` seconds (else it is closed, with 408; that is ``serve``'s: with ``app``, it is the
+    ASGI server's to enforce), and a request's body within ``body_timeout`` seconds of its headers (else 408).
+    A JSON body may nest arrays and objects at most 64 deep (``MAX_JSON_DEPTH``; deeper gets 400).
     """
 
     def __init__(
@@ -59,6 +68,9 @@ class HTTPConduit:
         event_log_size: int = 10_000,
         shutdown_timeout: float = 5.0,
         openai_model: str | None = "agent",
+        max_sessions_per_token: int | None = 100,
+        header_timeout: float = 10.0,
+        body_timeout: float = 30.0,
     ) -> None:
         self.tokens = _check_tokens(token)
         if not isinstance(host, str) or not host:
@@ -77,12 +89,19 @@ class HTTPConduit:
         positive_number("keepalive", keepalive, unit="seconds")
         positive_number("shutdown_timeout", shutdown_timeout, unit="seconds")
         positive_int("event_log_size", event_log_size)
+        if max_sessions_per_token is not None:
+            positive_int("max_sessions_per_token", max_sessions_per_token)
+        positive_number("header_timeout", header_timeout, unit="seconds")
+        positive_number("body_timeout", body_timeout, unit="seconds")
         self.host, self.port = host, port
         self.max_body_bytes = max_body_bytes
         self.rate_limit = rate_limit
         self.keepalive = float(keepalive)
         self.event_log_size = event_log_size
         self.shutdown_timeout = float(shutdown_timeout)
+        self.max_sessions_per_token = max_sessions_per_token
+        self.header_timeout = float(header_timeout)
+        self.body_timeout = float(body_timeout)
         if openai_model is not None and (not isinstance(openai_model, str) or not openai_model.strip()):
             raise UsageError(f"openai_model must be a model name or None, got {openai_model!r}")
         self.openai_model = openai_model
@@ -92,7 +111,10 @@ class HTTPConduit:
         if not isinstance(manager, Manager):
             raise UsageError(f"HTTPConduit serves a session Manager, got {manager!r}")
         async with anyio.create_task_group() as group:
-            api = SessionRoutes(manager, group, keepalive=self.keepalive, log_size=self.event_log_size)
+            quota = None if self.max_sessions_per_token is None else TokenQuota(
+                manager, per_token=self.max_sessions_per_token)
+            api = SessionRoutes(manager, group, keepalive=self.keepalive, log_size=self.event_log_size, quota=quota,
+                                body_timeout=self.body_timeout)
             try:
                 yield self._starlette(api), api
             finally:
@@ -109,7 +131,8 @@ class HTTPConduit:
         routes = api.routes()
         if self.openai_model is not None:
             routes += openai_routes(api.manager, model_name=self.openai_model, session_key=api.key, on_open=api.opened,
-                                    max_body_bytes=self.max_body_bytes, keepalive=self.keepalive)
+                                    max_body_bytes=self.max_body_bytes, keepalive=self.keepalive, quota=api.quota,
+                                    body_timeout=self.body_timeout)
         middleware = [Middleware(RequestLog), Middleware(BearerAuth, tokens=self.tokens, open_paths=OPEN_PATHS)]
         if self.rate_limit is not None:
             middleware.append(Middleware(RateLimited, limit=self.rate_limit))
@@ -127,4 +150,5 @@ class HTTPConduit:
         with listen(self.host, self.port) as sock:  # bound first, so a port in use fails plainly
             async with self._running(manager) as (app, api):
                 await serve_asgi(app, sock, host=self.host, shutdown_timeout=self.shutdown_timeout,
-                                 task_status=task_status, on_stop=api.close)  # event streams end first
+                                 header_timeout=self.header_timeout, task_status=task_status,
+                                 on_stop=api.close)  # event streams end first

@@ -188,8 +188,8 @@ class RateLimited:
 
 
 class BodyLimit:
-    """Refuses request bodies over ``max_bytes`` with 413: by ``Content-Length`` before reading, and by
-    counting the bytes as they arrive (for chunked bodies, or a length that lies)."""
+    """Refuses POST bodies over ``max_bytes`` with 413: by ``Content-Length`` before reading, and by counting
+    the bytes as they arrive (for chunked bodies, or a length that lies). Other requests are never read."""
 
     def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
         self.app = app
@@ -199,7 +199,7 @@ class BodyLimit:
         return Problem(413, "payload_too_large", f"the request body is larger than {self.max_bytes} bytes")
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
         declared = _header(scope, b"content-length")

@@ -1,37 +1,79 @@
-"""The OpenAPI 3.1 description of the HTTP conduit, written as data and served at ``/openapi.json``."""
+"""The OpenAPI 3.2 description of the HTTP conduit, written as data and served at ``/openapi.json``.
+
+It lists every status each operation can answer with, and the schema of every body. The event streams are
+described event by event (``itemSchema``, new in OpenAPI 3.2): an SSE event's ``data`` is a string holding JSON.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["OPENAPI"]
+from session._serving import MAX_JSON_DEPTH
+from session.http._wire import EVENT_TYPES
+
+__all__ = ["MAX_EVENT_ID", "NOT_BLANK", "OPENAPI"]
+
+MAX_EVENT_ID = 10**18 - 1
+"""The largest event id a client may resume after (ids have at most 18 digits)."""
+
+NOT_BLANK = "[^\t-\r\x1c- \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+"""A pattern a string matches when it holds a character that is not whitespace (``str.isspace``): what makes a
+message's text non-empty once stripped."""
+
+
+def _ref(schema: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{schema}"}
+
+
+def _json(description: str, schema: str | dict[str, Any]) -> dict[str, Any]:
+    return {"description": description,
+            "content": {"application/json": {"schema": _ref(schema) if isinstance(schema, str) else schema}}}
 
 
 def _error(description: str) -> dict[str, Any]:
-    return {"description": description,
-            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
-
-
-def _ok(description: str, schema: str | None) -> dict[str, Any]:
-    if schema is None:
-        return {"description": description}
-    return {"description": description,
-            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}}}
+    return _json(description, "Error")
 
 
 def _body(schema: str, *, required: bool) -> dict[str, Any]:
-    return {"required": required,
-            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}}}
+    return {"required": required, "content": {"application/json": {"schema": _ref(schema)}}}
 
 
+def _stream(description: str, event: str) -> dict[str, Any]:
+    return {"description": description, "content": {"text/event-stream": {"itemSchema": _ref(event)}}}
+
+
+_NOT_JSON = (f"The body is not a JSON object, nests arrays and objects more than {MAX_JSON_DEPTH} deep, or holds "
+             "a lone UTF-16 surrogate (an escape such as \\ud800 without its pair, which is not text).")
 _SESSION_ID = {"name": "id", "in": "path", "required": True, "description": "The id POST /sessions returned.",
-               "schema": {"type": "string", "maxLength": 200}}
-_AUTH = {"401": _error("Missing or wrong bearer token."), "404": _error("No such session for this token.")}
-_POST = {"413": _error("The request body is larger than the server allows."),
-         "429": _error("Too many requests for this token (see Retry-After), or the session's queue is full.")}
+               "schema": {"type": "string", "minLength": 1, "maxLength": 200}}
+# An empty value counts as none given (EventSource never sends one, but other clients may).
+_EVENT_ID = {"anyOf": [{"type": "integer", "minimum": 0, "maximum": MAX_EVENT_ID}, {"const": ""}]}
+_AUTH = {"401": _error("Missing or wrong bearer token.")}
+_SESSION = {**_AUTH, "404": _error("No such session for this token."),
+            "500": _error("The session store failed; nothing was written.")}
+_POST = {"400": _error(_NOT_JSON),
+         "408": _error("The request body did not arrive in time (the server's body timeout); the connection closes."),
+         "413": _error("The request body is larger than the server allows.")}
+_OPENS = {"429": _error("Too many requests for this token (see Retry-After), or the token holds as many open "
+                        "sessions as one token may (session_quota)."),
+          "503": _error("The server holds as many open sessions as it allows (session_limit).")}
+
+
+def _openai(description: str) -> dict[str, Any]:
+    return _json(description, "OpenAIError")
+
+
+_SESSION_EVENTS = (
+    "Each event has an id (an event type's 'events_lost' has none), an event type, and JSON data with the same "
+    "'type' (see the SessionEvent schema). A comment line is sent after 15 quiet seconds. When the events after "
+    "the requested id are no longer kept, an 'events_lost' event with their count comes first. Only the "
+    "conversation's main line is streamed: a branch's, a tool's or a verifier's model calls are not. An event "
+    "published by a pattern carries its run 'path' (e.g. 'WithVerification/ReAct'). message_finished carries 'ok' "
+    "and 'status' (ok, pending, degraded): only ok is a success. The stream ends only when the server stops."
+)
 
 OPENAPI: dict[str, Any] = {
-    "openapi": "3.1.0",
+    "openapi": "3.2.0",
     "info": {
         "title": "Session conduit",
         "version": "1.0.0",
@@ -45,41 +87,40 @@ OPENAPI: dict[str, Any] = {
     "paths": {
         "/healthz": {"get": {
             "operationId": "health", "summary": "Whether the server is up.", "security": [],
-            "responses": {"200": _ok("The server is up.", "Health")},
+            "responses": {"200": _json("The server is up.", "Health")},
         }},
         "/openapi.json": {"get": {
             "operationId": "openapi", "summary": "This document.", "security": [],
-            "responses": {"200": {"description": "The OpenAPI document.",
-                                  "content": {"application/json": {"schema": {"type": "object"}}}}},
+            "responses": {"200": _json("The OpenAPI document.", {"type": "object"})},
         }},
         "/sessions": {"post": {
             "operationId": "openSession",
-            "summary": "Open a new session with an unguessable id. The body is empty or an empty JSON object.",
-            "responses": {"201": _ok("The session was opened.", "SessionCreated"),
-                          "400": _error("The body is not JSON; no session was opened."),
+            "summary": "Open a new session with an unguessable id. The body is empty or a JSON object (its fields "
+                       "are ignored).",
+            "requestBody": _body("OpenIn", required=False),
+            "responses": {"201": _json("The session was opened.", "SessionCreated"), **_AUTH, **_POST, **_OPENS,
                           "422": _error("The body is JSON but not an object; no session was opened."),
-                          "401": _AUTH["401"], "429": _POST["429"], "413": _POST["413"],
-                          "500": _error("The session store failed; nothing was written."),
-                          "503": _error("The server holds as many open sessions as it allows.")},
+                          "500": _error("The session store failed; nothing was written.")},
         }},
         "/sessions/{id}": {"delete": {
             "operationId": "closeSession",
             "summary": "Close a session: interrupt it, stop its worker and end its event streams. Its conversation "
                        "stays stored and readable, and the next message reopens the session.",
             "parameters": [_SESSION_ID],
-            "responses": {"204": _ok("The session was closed.", None), **_AUTH},
+            "responses": {"204": {"description": "The session was closed."}, **_SESSION},
         }},
         "/sessions/{id}/messages": {"post": {
             "operationId": "postMessage",
-            "summary": "Queue a user message; it runs after the messages ahead of it.",
+            "summary": "Queue a user message; it runs after the messages ahead of it. A closed session is reopened.",
             "parameters": [_SESSION_ID],
             "requestBody": _body("MessageIn", required=True),
             "responses": {
-                "202": _ok("The message was queued; follow it on the event stream.", "MessageQueued"),
-                "400": _error("The body is not JSON."),
-                **_AUTH, **_POST,
-                "422": _error("'text' is missing, not a string, or empty."),
-                "500": _error("The session store failed; nothing was written."),
+                "202": _json("The message was queued; follow it on the event stream.", "MessageQueued"),
+                **_SESSION, **_POST, **_OPENS,
+                "409": _error("The session closed while the message was being queued; send it again."),
+                "422": _error("'text' is missing, not a string, or only whitespace."),
+                "429": _error("Too many requests for this token (see Retry-After), the session's queue is full "
+                              "(session_busy), or reopening it would pass the token's session quota."),
             },
         }},
         "/sessions/{id}/interrupt": {"post": {
@@ -87,42 +128,30 @@ OPENAPI: dict[str, Any] = {
             "summary": "Cancel the message being processed; open tool calls get 'cancelled' results.",
             "parameters": [_SESSION_ID],
             "requestBody": _body("InterruptIn", required=False),
-            "responses": {"200": _ok("Interrupted.", "Interrupted"), "400": _error("The body is not JSON."),
-                          **_AUTH, **_POST, "422": _error("'drop_queued' is not a boolean.")},
+            "responses": {"200": _json("Interrupted.", "Interrupted"), **_SESSION, **_POST,
+                          "422": _error("'drop_queued' is not a boolean."),
+                          "429": _error("Too many requests for this token (see Retry-After).")},
         }},
         "/sessions/{id}/turns": {"get": {
             "operationId": "turns", "summary": "The stored conversation, oldest turn first.",
             "parameters": [_SESSION_ID],
-            "responses": {"200": _ok("The stored turns.", "Turns"), **_AUTH,
-                          "500": _error("The session store failed.")},
+            "responses": {"200": _json("The stored turns.", "Turns"), **_SESSION},
         }},
         "/sessions/{id}/events": {"get": {
             "operationId": "events",
             "summary": "The session's events as server-sent events, from the start or after an event id.",
-            "description": (
-                "Each event has an id, an event type (text_delta, reasoning_delta, tool_call_delta, usage_delta, "
-                "finish, turn_started, turn_completed, turn_failed, tool_started, tool_finished, events_dropped, "
-                "message_queued, message_started, message_finished, message_failed, interrupted, turn_stored) "
-                "and JSON data with the same 'type'. A comment line is sent after 15 quiet seconds. When the "
-                "events after the requested id are no longer kept, an 'events_lost' event with their count "
-                "comes first. Only the conversation's main line is streamed: a branch's, a tool's or a verifier's "
-                "model calls are not. An event published by a pattern carries its run 'path' (e.g. "
-                "'WithVerification/ReAct'). message_finished carries 'ok' and 'status' (ok, pending, degraded): "
-                "only ok is a success."
-            ),
+            "description": _SESSION_EVENTS,
             "parameters": [
                 _SESSION_ID,
                 {"name": "Last-Event-ID", "in": "header", "required": False,
-                 "description": "Resume after this event id (sent by EventSource on reconnect).",
-                 "schema": {"type": "integer", "minimum": 0}},
+                 "description": "Resume after this event id (sent by EventSource on reconnect); empty: not given.",
+                 "schema": _EVENT_ID},
                 {"name": "after", "in": "query", "required": False,
                  "description": "Resume after this event id, for clients that cannot set headers; "
-                                "Last-Event-ID wins when both are given.",
-                 "schema": {"type": "integer", "minimum": 0}},
+                                "Last-Event-ID wins when both are given. Empty: not given.", "schema": _EVENT_ID},
             ],
-            "responses": {"200": {"description": "An endless event stream.",
-                                  "content": {"text/event-stream": {"schema": {"type": "string"}}}},
-                          "400": _error("The event id is not a whole number."), **_AUTH},
+            "responses": {"200": _stream("An endless event stream.", "SessionEvent"),
+                          "400": _error("The event id is not a whole number of at most 18 digits."), **_SESSION},
         }},
         "/v1/chat/completions": {"post": {
             "operationId": "chatCompletions",
@@ -132,34 +161,41 @@ OPENAPI: dict[str, Any] = {
                 "arrives as chat.completion.chunk server-sent events ending in data: [DONE]; tool calls, tool results "
                 "and verification reports travel as reasoning_content lines. An X-Session-Id header keeps the "
                 "conversation on the server under that id. Errors use OpenAI's error format."),
-            "requestBody": {"required": True, "content": {"application/json": {"schema": {
-                "type": "object", "required": ["messages"],
-                "properties": {"model": {"type": "string"}, "stream": {"type": "boolean"},
-                               "messages": {"type": "array", "minItems": 1, "items": {"type": "object"}}}}}}},
-            "responses": {"200": {"description": "A chat.completion object, or a stream of chat.completion.chunk "
-                                                 "events when stream=true.",
-                                  "content": {"application/json": {"schema": {"type": "object"}},
-                                              "text/event-stream": {"schema": {"type": "string"}}}},
-                          "400": {"description": "The request is not a valid chat completion request."},
-                          "401": {"description": "Missing or wrong bearer token (the client's api_key)."},
-                          "409": {"description": "The run was interrupted before it finished."},
-                          "429": {"description": "The session's queue is full."},
-                          "500": {"description": "The agent failed."},
-                          "502": {"description": "The model provider failed."}},
+            "parameters": [{"name": "X-Session-Id", "in": "header", "required": False,
+                            "description": "Keep the conversation on the server under this id.",
+                            "schema": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": NOT_BLANK}}],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("ChatRequest")}}},
+            "responses": {
+                "200": {"description": "A chat.completion object, or a stream of chat.completion.chunk events when "
+                                       "stream=true.",
+                        "content": {"application/json": {"schema": _ref("ChatCompletion")},
+                                    "text/event-stream": {"itemSchema": _ref("ChunkEvent")}}},
+                "400": _openai("The request is not a valid chat completion request, or its body is not a JSON "
+                               f"object nested at most {MAX_JSON_DEPTH} deep without lone UTF-16 surrogates."),
+                "401": _openai("Missing or wrong bearer token (the client's api_key)."),
+                "404": _openai("The server runs no model of that name, or no session of that X-Session-Id is "
+                               "available to this token."),
+                "408": _openai("The request body did not arrive in time; the connection closes."),
+                "409": _openai("The run was interrupted before it finished."),
+                "413": _openai("The request body is larger than the server allows."),
+                "429": _openai("Too many requests for this token, the session's queue is full, or the token holds "
+                               "as many open sessions as one token may."),
+                "500": _openai("The agent failed, or a session could not be opened."),
+                "502": _openai("The model provider failed."),
+                "503": _openai("The server holds as many open sessions as it allows."),
+            },
         }},
         "/v1/models": {"get": {
             "operationId": "listModels", "summary": "OpenAI-compatible model list: the one agent this server runs.",
-            "responses": {"200": {"description": "A list object with one model.",
-                                  "content": {"application/json": {"schema": {"type": "object"}}}},
-                          "401": {"description": "Missing or wrong bearer token."}},
+            "responses": {"200": _json("A list object with one model.", "ModelList"),
+                          "401": _openai("Missing or wrong bearer token.")},
         }},
         "/v1/models/{model}": {"get": {
             "operationId": "getModel", "summary": "OpenAI-compatible model lookup.",
             "parameters": [{"name": "model", "in": "path", "required": True, "schema": {"type": "string"}}],
-            "responses": {"200": {"description": "The model object.",
-                                  "content": {"application/json": {"schema": {"type": "object"}}}},
-                          "401": {"description": "Missing or wrong bearer token."},
-                          "404": {"description": "The server runs no model of that name."}},
+            "responses": {"200": _json("The model object.", "Model"),
+                          "401": _openai("Missing or wrong bearer token."),
+                          "404": _openai("The server runs no model of that name.")},
         }},
     },
     "components": {
@@ -169,10 +205,19 @@ OPENAPI: dict[str, Any] = {
                 "type": "object", "required": ["type", "message"],
                 "properties": {"type": {"type": "string", "examples": ["not_found", "invalid_message"]},
                                "message": {"type": "string"}}}}},
-            "Health": {"type": "object", "properties": {"status": {"const": "ok"}}},
+            "OpenAIError": {
+                "type": "object", "required": ["error"],
+                "description": "OpenAI's error format; the server's guards (bearer token, rate limit, body size) "
+                               "answer with 'type' and 'message' only.",
+                "properties": {"error": {"type": "object", "required": ["message", "type"], "properties": {
+                    "message": {"type": "string"}, "type": {"type": "string"},
+                    "param": {"type": ["string", "null"]}, "code": {"type": ["string", "null"]}}}}},
+            "Health": {"type": "object", "required": ["status"], "properties": {"status": {"const": "ok"}}},
+            "OpenIn": {"type": "object", "description": "No fields yet; any given are ignored."},
             "SessionCreated": {"type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}},
-            "MessageIn": {"type": "object", "required": ["text"],
-                          "properties": {"text": {"type": "string", "minLength": 1}}},
+            "MessageIn": {"type": "object", "required": ["text"], "properties": {
+                "text": {"type": "string", "minLength": 1, "pattern": NOT_BLANK,
+                         "description": "The user's message: not only whitespace."}}},
             "MessageQueued": {"type": "object", "required": ["message_id", "position"], "properties": {
                 "message_id": {"type": "string"},
                 "position": {"type": "integer", "minimum": 0,
@@ -184,14 +229,56 @@ OPENAPI: dict[str, Any] = {
                             "properties": {"dropped": {"type": "integer", "minimum": 0}}},
             "Turns": {"type": "object", "required": ["id", "turns"], "properties": {
                 "id": {"type": "string"},
-                "turns": {"type": "array", "items": {"$ref": "#/components/schemas/Turn"}}}},
+                "turns": {"type": "array", "items": _ref("Turn")}}},
             "Turn": {"type": "object", "required": ["role", "parts"], "properties": {
                 "role": {"enum": ["system", "user", "assistant", "tool"]},
-                "parts": {"type": "array", "items": {"$ref": "#/components/schemas/Part"}},
+                "parts": {"type": "array", "items": _ref("Part")},
                 "meta": {"type": "object"}}},
             "Part": {"type": "object", "required": ["type"], "properties": {
                 "type": {"enum": ["text", "reasoning", "tool_call", "tool_result", "usage"]}},
                 "additionalProperties": True},
+            "SessionEvent": {
+                "type": "object", "required": ["event", "data"],
+                "properties": {
+                    "id": {"type": "string", "pattern": "^[0-9]{1,18}$"},
+                    "event": {"enum": [*EVENT_TYPES, "events_lost"]},
+                    "data": {"type": "string", "contentMediaType": "application/json",
+                             "contentSchema": _ref("EventData")}}},
+            "EventData": {"type": "object", "required": ["type"], "properties": {
+                "type": {"enum": [*EVENT_TYPES, "events_lost"]},
+                "path": {"type": "string", "description": "The run path of the pattern that published it."}}},
+            "ChatRequest": {"type": "object", "required": ["model", "messages"], "properties": {
+                "model": {"type": "string", "description": "The model /v1/models lists.", "examples": ["agent"]},
+                "messages": {"type": "array", "minItems": 1, "items": {"type": "object"},
+                             "examples": [[{"role": "user", "content": "Hello"}]]},
+                "stream": {"type": ["boolean", "null"]},
+                "stream_options": {"type": ["object", "null"], "description": "Only with stream=true.",
+                                   "properties": {"include_usage": {"type": "boolean"}}},
+                "n": {"enum": [1, None]}},
+                "if": {"required": ["stream_options"], "properties": {"stream_options": {"type": "object"}}},
+                "then": {"required": ["stream"], "properties": {"stream": {"const": True}}}},
+            "ChatCompletion": {"type": "object", "required": ["id", "object", "created", "model", "choices", "usage"],
+                               "properties": {
+                "id": {"type": "string"}, "object": {"const": "chat.completion"}, "created": {"type": "integer"},
+                "model": {"type": "string"},
+                "choices": {"type": "array", "minItems": 1, "maxItems": 1, "items": {
+                    "type": "object", "required": ["index", "message", "finish_reason"], "properties": {
+                        "index": {"const": 0}, "finish_reason": {"enum": ["stop", "length"]},
+                        "message": {"type": "object", "required": ["role", "content"], "properties": {
+                            "role": {"const": "assistant"}, "content": {"type": ["string", "null"]},
+                            "reasoning_content": {"type": "string"}}}}}},
+                "usage": {"type": "object", "required": ["prompt_tokens", "completion_tokens", "total_tokens"],
+                          "properties": {"prompt_tokens": {"type": "integer", "minimum": 0},
+                                         "completion_tokens": {"type": "integer", "minimum": 0},
+                                         "total_tokens": {"type": "integer", "minimum": 0}}}}},
+            "ChunkEvent": {"type": "object", "required": ["data"], "properties": {"data": {
+                "type": "string", "description": "A chat.completion.chunk object as JSON, an error object as JSON "
+                                                 "(the stream then ends), or [DONE] at the end."}}},
+            "ModelList": {"type": "object", "required": ["object", "data"], "properties": {
+                "object": {"const": "list"}, "data": {"type": "array", "items": _ref("Model")}}},
+            "Model": {"type": "object", "required": ["id", "object", "created", "owned_by"], "properties": {
+                "id": {"type": "string"}, "object": {"const": "model"}, "created": {"type": "integer"},
+                "owned_by": {"type": "string"}}},
         },
     },
 }

@@ -20,7 +20,9 @@ still be read (which opens nothing), and the next message reopens it. A session 
 has nothing stored: once closed, it is gone. Event ids rise across logs and restarts (they start from the
 clock), so a reader that comes back with an id an earlier log gave out reads the current log from its start.
 
-Errors are JSON: ``{"error": {"type": "...", "message": "..."}}``.
+Request bodies are JSON objects, read within the conduit's ``body_timeout`` (else 408), nested at most
+``MAX_JSON_DEPTH`` deep and holding no lone UTF-16 surrogate (else 400: such text could be neither stored nor
+streamed). Errors are JSON: ``{"error": {"type": "...", "message": "..."}}``.
 """
 
 from __future__ import annotations
@@ -39,12 +41,14 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from loop import EventBus, tracing
+from session._bearer import TokenQuota
 from session._events import MessageQueued
 from session._manager import Manager
+from session._serving import MAX_JSON_DEPTH, json_depth, lone_surrogate
 from session._session import Session
 from session.http._eventlog import EventLog, EventReader, EventsLost, time_ids
 from session.http._guards import Problem
-from session.http._openapi import OPENAPI
+from session.http._openapi import MAX_EVENT_ID, OPENAPI
 from session.http._wire import dumps
 
 _log = tracing.logger("session.http")
@@ -61,6 +65,10 @@ def _frame(item: Any) -> str:
     if isinstance(item, EventsLost):
         return f"event: events_lost\ndata: {dumps({'type': 'events_lost', 'count': item.count})}\n\n"
     return f"id: {item.id}\nevent: {item.type}\ndata: {item.data}\n\n"
+
+
+def _over_quota(why: str) -> Problem:
+    return Problem(429, "session_quota", why)
 
 
 def session_key(owner: str, session_id: str) -> str:
@@ -82,11 +90,14 @@ class SessionRoutes:
     """The session routes of one running app, and their shared state: the manager, and each session's owner
     and event log."""
 
-    def __init__(self, manager: Manager, group: anyio.abc.TaskGroup, *, keepalive: float, log_size: int) -> None:
+    def __init__(self, manager: Manager, group: anyio.abc.TaskGroup, *, keepalive: float, log_size: int,
+                 quota: TokenQuota | None = None, body_timeout: float = 30.0) -> None:
         self.manager = manager
         self.group = group
         self.keepalive = keepalive
         self.log_size = log_size
+        self.quota = quota
+        self.body_timeout = body_timeout
         self.sessions: dict[str, _OpenSession] = {}  # by key
 
     @staticmethod
@@ -164,11 +175,17 @@ class SessionRoutes:
         self._follow(owned, session)
         return session
 
-    async def _live(self, owned: _OpenSession) -> Session:
+    async def _open_for(self, request: Request, key: str) -> Session:
+        """Open (or reopen) the session the manager knows as ``key``, within the request's token's quota."""
+        if self.quota is None:
+            return await self.manager.open(key)
+        return await self.quota.open(request.state.owner, key, refuse=_over_quota)
+
+    async def _live(self, request: Request, owned: _OpenSession) -> Session:
         """The session, reopened from the store if the manager closed it (e.g. when it was idle)."""
         session = self._open(owned)
         if session is None:
-            session = await self.manager.open(owned.key)
+            session = await self._open_for(request, owned.key)
             self._follow(owned, session)
         return session
 
@@ -181,19 +198,30 @@ class SessionRoutes:
         if owned.log.events is not session.events:
             owned.log.attach(session.events)
 
-    @staticmethod
-    async def _body(request: Request, *, required: bool) -> dict[str, Any]:
-        raw = await request.body()
-        if not raw.strip():
+    async def _body(self, request: Request, *, required: bool) -> dict[str, Any]:
+        try:
+            with anyio.fail_after(self.body_timeout):
+                raw = await request.body()
+        except TimeoutError:
+            raise Problem(408, "request_timeout", f"the request body did not arrive within {self.body_timeout:g} s",
+                          {"connection": "close"}) from None
+        if not raw.strip(b" \t\n\r"):  # no body: nothing but JSON's whitespace
             if required:
                 raise Problem(400, "bad_json", "the request body is empty; send a JSON object")
             return {}
+        if json_depth(raw) > MAX_JSON_DEPTH:
+            raise Problem(400, "bad_json", f"the request body nests arrays and objects more than {MAX_JSON_DEPTH} "
+                                           "deep")
         try:
             data = json.loads(raw)
         except ValueError as exc:
             raise Problem(400, "bad_json", f"the request body is not valid JSON: {exc}") from None
         if not isinstance(data, dict):
             raise Problem(422, "invalid_request", f"the request body must be a JSON object, not {type(data).__name__}")
+        where = lone_surrogate(data, text=raw)
+        if where is not None:
+            raise Problem(400, "bad_unicode", f"{where!r} holds a lone UTF-16 surrogate (an escape such as "
+                                              "\\ud800 without its pair), which is not text; send valid Unicode")
         return data
 
     # -- routes -------------------------------------------------------------------------------------------
@@ -208,7 +236,7 @@ class SessionRoutes:
         await self._body(request, required=False)  # it has no fields yet, but a broken one is refused, not ignored
         session_id = secrets.token_urlsafe(18)
         key = self.key(request, session_id)
-        self._track(key, session_id, (await self.manager.open(key)).events)
+        self._track(key, session_id, (await self._open_for(request, key)).events)
         return _json({"id": session_id}, 201, {"location": f"/sessions/{session_id}"})
 
     async def delete(self, request: Request) -> Response:
@@ -225,10 +253,11 @@ class SessionRoutes:
         if not isinstance(text, str) or not text.strip():
             got = "missing" if "text" not in data else f"{type(text).__name__} {text!r}"[:80]
             raise Problem(422, "invalid_message", f"'text' must be a non-empty string; got {got}")
-        session = await self._live(owned)
-        # The queue position is only published, so read it off the bus around the (synchronous) send.
+        session = await self._live(request, owned)
+        # The queue position is only published, so read it off the bus around the post. The message is in the
+        # store (its inbox) before the 202 goes out: it runs even if the process is killed first.
         with session.events.subscribe(buffer=None) as probe:
-            message_id = session.send(text)
+            message_id = await session.post(text)
             queued = [e for e in probe.drain() if isinstance(e, MessageQueued) and e.message_id == message_id]
         return _json({"message_id": message_id, "position": queued[0].position if queued else 0}, 202)
 
@@ -245,7 +274,7 @@ class SessionRoutes:
     async def turns(self, request: Request) -> Response:
         owned = await self._owned(request)
         session = self._open(owned)
-        state = session.state if session is not None else await self.manager.store.load(owned.key)
+        state = session.state if session is not None else await self.manager.history(owned.key)
         if session is None and state is None:  # closed, and nothing was ever stored (or it was deleted)
             if self.sessions.get(owned.key) is owned:
                 del self.sessions[owned.key]
@@ -257,12 +286,15 @@ class SessionRoutes:
         owned = await self._owned(request)
         if request.method == "HEAD":  # Starlette adds HEAD to GET routes; an endless body makes no sense for it
             return Response(media_type="text/event-stream")
-        # The header wins: a browser reconnects to the same URL (with its old ?after=) plus a newer header.
-        raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
-        if not _EVENT_ID.fullmatch(raw.strip()):
-            raise Problem(400, "bad_event_id", f"Last-Event-ID / ?after= must be an event id (0 or more), got {raw!r}")
+        # The header wins: a browser reconnects to the same URL (with its old ?after=) plus a newer header. Both
+        # must be event ids (or empty, as if not given).
+        header, query = request.headers.get("last-event-id", ""), request.query_params.get("after", "")
+        for name, raw in (("Last-Event-ID", header), ("?after=", query)):
+            if raw and not _EVENT_ID.fullmatch(raw):
+                raise Problem(400, "bad_event_id",
+                              f"{name} must be an event id (0 to {MAX_EVENT_ID}), got {raw!r}"[:200])
         self._open(owned)
-        reader = owned.log.reader(int(raw.strip()))
+        reader = owned.log.reader(int(header or query or "0"))
         return StreamingResponse(self._stream(reader), media_type="text/event-stream",
                                  headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
 

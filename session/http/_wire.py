@@ -8,7 +8,6 @@ not know becomes ``{"type": "unknown", "repr": ...}``, so a new event never brea
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -30,8 +29,9 @@ from loop import (
     part_to_dict,
 )
 from session._events import Interrupted, MessageFailed, MessageFinished, MessageQueued, MessageStarted, TurnStored
+from session._serving import json_text
 
-__all__ = ["dumps", "event_to_json"]
+__all__ = ["EVENT_TYPES", "dumps", "event_to_json"]
 
 _MAX_REPR = 2000
 
@@ -83,6 +83,10 @@ _ENCODERS: dict[type, tuple[str, Callable[[Any], dict[str, Any]]]] = {
 }
 
 
+EVENT_TYPES: tuple[str, ...] = (*(name for name, _ in _ENCODERS.values()), "unknown")
+"""Every ``"type"`` ``event_to_json`` gives an event."""
+
+
 def _unknown(event: Any) -> dict[str, Any]:
     try:
         text = repr(event)
@@ -112,5 +116,6 @@ def _fallback(value: Any) -> str:
 
 
 def dumps(data: Any) -> str:
-    """``data`` as one line of JSON text; values JSON cannot hold (odd meta) are sent as their repr."""
-    return json.dumps(data, ensure_ascii=False, default=_fallback)
+    """``data`` as one line of JSON text; values JSON cannot hold (odd meta) are sent as their repr. The text
+    is always valid UTF-8: a lone surrogate in a string is sent as its ``\\u`` escape (see ``json_text``)."""
+    return json_text(data, default=_fallback)

@@ -45,13 +45,16 @@ is exactly the final answer when that is the run's only text, the usual case. A 
 the final answer only.
 
 Errors. Bad requests are answered as OpenAI does: ``{"error": {"message", "type", "param", "code"}}`` with 400,
-404 (unknown model), 413 (body over ``max_body_bytes``); 503 when the manager has its most sessions open, 429
-when a named session's queue is full (both safe to retry). A run that raises is answered 500 (502 when the
-model provider failed, 409 when the message was interrupted) with ``x-should-retry: false``: a retry would run
-the agent and its tools again. Mid-stream, the error is a ``data: {"error": {...}}`` event and the stream ends
-with no finish reason and no ``[DONE]`` (the ``openai`` package raises ``APIError``). A client that
-disconnects mid-stream interrupts its run: a fresh session is closed; a named session's message is
-interrupted if it is running (one still queued behind another client's message runs later).
+404 (unknown model), 408 (a body slower than ``body_timeout``), 413 (body over ``max_body_bytes``); 503 when
+the manager has its most sessions open, 429 when a named session's queue is full or the token holds as many open
+sessions as its ``quota`` allows (all safe to retry). A body nesting arrays and objects more than
+``MAX_JSON_DEPTH`` (64) deep, or holding a lone UTF-16 surrogate anywhere (text UTF-8 cannot carry), is 400.
+A run that raises is answered 500 (502 when the model provider failed, 409 when the message was interrupted) with
+``x-should-retry: false``: a retry would run the agent and its tools again. Mid-stream, the error is a
+``data: {"error": {...}}`` event and the stream ends with no finish reason and no ``[DONE]`` (the ``openai``
+package raises ``APIError``). A client that disconnects mid-stream interrupts its run: a fresh session is
+closed; a named session's message is interrupted if it is running (one still queued behind another client's
+message runs later).
 """
 
 from __future__ import annotations
@@ -72,7 +75,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from loop import LoopError, UsageError, positive_int, positive_number, tracing
-from session._bearer import BearerAuth, Refusal
+from session._bearer import BearerAuth, Refusal, TokenQuota
 from session._manager import Manager, SessionLimit
 from session._session import Session
 from session.openai._completion import SESSION_HEADER, Completion
@@ -88,7 +91,8 @@ _log = tracing.logger("session.openai")
 def openai_routes(manager: Manager, *, model_name: str = "agent", keep_conversations: bool = False,
                   max_body_bytes: int = 4 * 1024 * 1024, session_access: SessionAccess | None = None,
                   session_key: SessionKey | None = None, on_open: SessionOpened | None = None,
-                  keepalive: float = 15.0) -> list[Route]:
+                  keepalive: float = 15.0, quota: TokenQuota | None = None,
+                  body_timeout: float = 30.0) -> list[Route]:
     """The routes of the OpenAI-compatible API over ``manager`` (see the module docstring for the semantics).
 
     ``model_name`` is the one model listed and accepted. ``session_access(request, session_id)`` (sync or
@@ -97,13 +101,14 @@ def openai_routes(manager: Manager, *, model_name: str = "agent", keep_conversat
     (clients only ever see their own name for it): a server with several clients puts each client's sessions
     in a namespace of its own, so two clients naming the same session never share it, even after a restart.
     ``on_open(session_id, session)``, if given, hears of every session a request names, once it is open (the
-    HTTP conduit uses it to keep that session's event log following it).
+    HTTP conduit uses it to keep that session's event log following it). With a ``quota``, every session is
+    opened through it, for the request's token. A request's body must arrive within ``body_timeout`` seconds.
     A stream quiet for ``keepalive`` seconds (a long tool call) gets an SSE comment, so
     proxies do not close it. The manager must be entered (``async with manager:``) while requests are served.
     """
     endpoint = _Endpoint(manager, model_name=model_name, keep_conversations=keep_conversations,
                          max_body_bytes=max_body_bytes, session_access=session_access, session_key=session_key,
-                         on_open=on_open, keepalive=keepalive)
+                         on_open=on_open, keepalive=keepalive, quota=quota, body_timeout=body_timeout)
     return [
         Route("/v1/chat/completions", endpoint.create, methods=["POST"]),
         Route("/v1/models", endpoint.models, methods=["GET"]),
@@ -140,13 +145,17 @@ class _Endpoint:
 
     def __init__(self, manager: Manager, *, model_name: str, keep_conversations: bool, max_body_bytes: int,
                  session_access: SessionAccess | None, session_key: SessionKey | None,
-                 on_open: SessionOpened | None, keepalive: float) -> None:
+                 on_open: SessionOpened | None, keepalive: float, quota: TokenQuota | None,
+                 body_timeout: float) -> None:
         if not callable(getattr(manager, "open", None)):
             raise UsageError(f"openai_routes needs a session Manager, got {manager!r}")
         if not isinstance(model_name, str) or not model_name:
             raise UsageError(f"model_name must be a non-empty string, got {model_name!r}")
         positive_int("max_body_bytes", max_body_bytes)
         positive_number("keepalive", keepalive, unit="seconds")
+        positive_number("body_timeout", body_timeout, unit="seconds")
+        if quota is not None and not isinstance(quota, TokenQuota):
+            raise UsageError(f"quota must be a TokenQuota or None, got {quota!r}")
         if session_access is not None and not callable(session_access):
             raise UsageError(f"session_access must be a function (request, session_id) -> bool, got {session_access!r}")
         if session_key is not None and not callable(session_key):
@@ -161,6 +170,8 @@ class _Endpoint:
         self.session_key = session_key
         self.on_open = on_open
         self.keepalive = float(keepalive)
+        self.quota = quota
+        self.body_timeout = float(body_timeout)
         self.created = int(time.time())
 
     def _model(self) -> dict[str, Any]:
@@ -192,10 +203,15 @@ class _Endpoint:
         if declared.isdigit() and int(declared) > self.max_body_bytes:
             raise too_large
         body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > self.max_body_bytes:
-                raise too_large
+        try:
+            with anyio.fail_after(self.body_timeout):
+                async for chunk in request.stream():
+                    body += chunk
+                    if len(body) > self.max_body_bytes:
+                        raise too_large
+        except TimeoutError:
+            raise OpenAIError(408, f"The request body did not arrive within {self.body_timeout:g} seconds.",
+                              code="request_timeout", headers={"connection": "close"}) from None
         return bytes(body)
 
     async def _open(self, request: Request, chat: ChatRequest) -> tuple[Session, str, bool]:
@@ -208,13 +224,13 @@ class _Endpoint:
         try:
             if named is None:
                 name = "chatcmpl-" + secrets.token_urlsafe(18)
-                return await self._open_fresh(self._key(request, name), chat), name, True
+                return await self._open_fresh(request, self._key(request, name), chat), name, True
             allowed = True if self.session_access is None else self.session_access(request, named)
             if inspect.isawaitable(allowed):
                 allowed = await allowed
             if not allowed:
                 raise OpenAIError(404, f"No session {named!r} is available to you.", code="session_not_found")
-            session = await self.manager.open(self._key(request, named), history=chat.history)
+            session = await self._open_key(request, self._key(request, named), chat)
             if self.on_open is not None:
                 self.on_open(named, session)
             return session, named, False
@@ -230,9 +246,15 @@ class _Endpoint:
     def _key(self, request: Request, name: str) -> str:
         return name if self.session_key is None else self.session_key(request, name)
 
-    async def _open_fresh(self, session_id: str, chat: ChatRequest) -> Session:
-        try:
+    async def _open_key(self, request: Request, session_id: str, chat: ChatRequest) -> Session:
+        if self.quota is None:
             return await self.manager.open(session_id, history=chat.history)
+        owner = getattr(request.state, "owner", "anonymous")  # set by BearerAuth
+        return await self.quota.open(owner, session_id, history=chat.history, refuse=_quota_error)
+
+    async def _open_fresh(self, request: Request, session_id: str, chat: ChatRequest) -> Session:
+        try:
+            return await self._open_key(request, session_id, chat)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self.forget(session_id)
@@ -246,6 +268,10 @@ class _Endpoint:
                 await store.delete(session_id)
             except LoopError as exc:
                 _log.warning("could not delete a per-request conversation", session=session_id, error=repr(exc))
+
+
+def _quota_error(why: str) -> OpenAIError:
+    return OpenAIError(429, f"Too many open sessions: {why}.", type="requests", code="session_quota")
 
 
 def _unauthorized(refusal: Refusal) -> dict[str, Any]:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import secrets
 import time
 from typing import TYPE_CHECKING, Any
@@ -11,12 +10,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 import anyio.lowlevel
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from loop import (LoopError, Reasoning, ReasoningDelta, Role, State, Subscription, TextDelta, ToolCall, ToolFinished,
                   ToolResult, ToolStarted, Turn, TurnCompleted, TurnKind, TurnStarted, Usage, tracing)
 from loop.errors import ProviderError
 from session._events import MessageFailed, MessageFinished, MessageQueued, MessageStarted
+from session._serving import json_text
 from session._session import Session, SessionBusy, SessionClosed
 from session.openai._request import ChatRequest, OpenAIError
 
@@ -116,11 +116,11 @@ class Completion:
         trace = "".join(f"{line}\n" for line in _trace(turns, state))
         if trace:
             message["reasoning_content"] = trace
-        return JSONResponse({
+        return Response(json_text({
             "id": self.id, "object": "chat.completion", "created": self.created, "model": self.endpoint.model_name,
             "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": _finish(state)}],
             "usage": _usage(turns),
-        }, headers=self.headers)
+        }, separators=(",", ":")), headers=self.headers, media_type="application/json")
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         try:
@@ -325,7 +325,7 @@ def _usage(turns: list[Turn]) -> dict[str, Any]:
 
 
 def _sse(data: dict[str, Any]) -> bytes:
-    return f"data: {json.dumps(data, ensure_ascii=False, separators=(',', ':'))}\n\n".encode()
+    return f"data: {json_text(data, separators=(',', ':'))}\n\n".encode()
 
 
 def _failure(exc: Exception) -> OpenAIError:

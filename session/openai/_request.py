@@ -11,9 +11,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
-from starlette.responses import JSONResponse
+from starlette.responses import Response
 
 from loop import LoopError, Role, Text, ToolCall, ToolResult, Turn
+from session._serving import MAX_JSON_DEPTH, json_depth, json_text, lone_surrogate
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
 _PLAIN = {"system": Role.SYSTEM, "developer": Role.SYSTEM, "user": Role.USER}
@@ -36,9 +37,10 @@ class OpenAIError(LoopError):
         """The JSON body: ``{"error": {"message", "type", "param", "code"}}``."""
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
-    def response(self) -> JSONResponse:
+    def response(self) -> Response:
         """The error as a JSON response with its status and headers."""
-        return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+        return Response(json_text(self.body(), separators=(",", ":")), self.status, self.headers,
+                        media_type="application/json")
 
 
 @attrs.frozen
@@ -69,6 +71,9 @@ def _unsupported(param: str, message: str) -> OpenAIError:
 
 def parse_chat_request(body: bytes, *, model_name: str) -> ChatRequest:
     """The request in ``body``; raises ``OpenAIError`` naming the first problem, as OpenAI would."""
+    if json_depth(body) > MAX_JSON_DEPTH:
+        raise OpenAIError(400, f"The JSON body of your request nests arrays and objects more than {MAX_JSON_DEPTH} "
+                               "levels deep.", code="json_too_deep")
     try:
         data = json.loads(body)
     except ValueError:
@@ -76,6 +81,11 @@ def parse_chat_request(body: bytes, *, model_name: str) -> ChatRequest:
                                "object, and what was sent was not valid JSON.") from None
     if not isinstance(data, dict):
         raise OpenAIError(400, "The request body must be a JSON object.")
+    where = lone_surrogate(data, text=body)
+    if where is not None:
+        raise OpenAIError(400, f"Invalid '{where}': it holds a lone UTF-16 surrogate (an escape such as \\ud800 "
+                               "without its pair), which is not valid Unicode text.", param=where,
+                          code="invalid_unicode")
     model = data.get("model")
     if model is None:
         raise OpenAIError(400, "you must provide a model parameter", param="model", code="missing_required_parameter")

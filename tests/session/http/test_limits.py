@@ -113,7 +113,7 @@ async def test_the_openapi_document_describes_every_route() -> None:
     assert response.status_code == 200 and response.headers["content-type"] == "application/json"
     document = json.loads(response.text)
     assert document == json.loads(json.dumps(OPENAPI))
-    assert document["openapi"] == "3.1.0"
+    assert document["openapi"] == "3.2.0"
     described = {(_template(path), method.upper()) for path, item in document["paths"].items() for method in item}
     served_routes = {(_template(r.path), m) for r in app.routes if isinstance(r, Route) for m in r.methods or ()
                      if m != "HEAD"}
