@@ -11,6 +11,7 @@ from sandbox import DockerSandbox, SandboxConfig, SandboxError, ToolBridge
 from sandbox._engine import connect
 from sandbox.testing import check_sandbox
 from tests.sandbox.docker_env import our_containers, wait_until_no_containers
+from tests.loop_gaps import loop_gaps
 from tests.sandbox.run_shape import check_run_shape
 
 pytestmark = pytest.mark.docker
@@ -153,19 +154,7 @@ async def test_an_output_flood_ends_at_the_timeout(docker_config: SandboxConfig,
 @pytest.mark.parametrize("fd", [1, 2], ids=["stdout", "stderr"])
 async def test_an_output_flood_does_not_stall_the_event_loop(docker_sandbox: DockerSandbox, fd: int) -> None:
     await docker_sandbox.wait_warm()
-    gaps: list[float] = []
-
-    async def tick() -> None:
-        last = time.perf_counter()
-        while True:
-            await anyio.sleep(0.01)
-            now = time.perf_counter()
-            gaps.append(now - last)
-            last = now
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(tick)
+    async with loop_gaps() as gaps:
         result = await docker_sandbox.exec(["python3", "-c", FLOOD.format(fd=fd)], timeout=3)
-        group.cancel_scope.cancel()
     assert result.timed_out and len(gaps) > 100
     assert max(gaps) <= 0.05, f"the event loop stalled for {max(gaps) * 1000:.0f} ms"

@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 from sandbox._run import SUPERVISOR, Capped, FrameReader, Job, ProtocolViolation, run_job
+from tests.loop_gaps import loop_gaps
 from tests.processes import running
 
 
@@ -111,22 +112,10 @@ class FloodChannel:
 
 
 async def test_a_flood_that_never_makes_the_channel_wait_still_times_out_without_stalling_the_loop() -> None:
-    gaps: list[float] = []
-
-    async def tick() -> None:
-        last = time.perf_counter()
-        while True:
-            await anyio.sleep(0.01)
-            now = time.perf_counter()
-            gaps.append(now - last)
-            last = now
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(tick)
+    async with loop_gaps() as gaps:
         started = time.perf_counter()
         outcome = await run_job(FloodChannel(seconds=3), job(timeout=0.3))
         elapsed = time.perf_counter() - started
-        group.cancel_scope.cancel()
     # Without a checkpoint per frame the run holds the loop for the whole 3 s flood and overruns its deadline.
     # (The bounds leave room for a busy machine; the Docker flood tests hold the loop to 50 ms.)
     assert outcome.result.timed_out and outcome.result.truncated and elapsed < 0.3 + 0.5, elapsed
