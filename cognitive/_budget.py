@@ -138,12 +138,3 @@ def _ours(exc: BaseException, spend: Spend) -> bool:
         return (any(_ours(e, spend) for e in leaves)
                 and all(_ours(e, spend) or isinstance(e, cancelled) for e in leaves))
     return False
-
-
-def stop_if_out_of_budget(state: State) -> None:
-    """Raise ``BudgetExhausted`` if a budget of the run has run out. A critic or evaluator that stopped at a
-    budget reports ERROR (it is a verifier: its exceptions become results); that is the budget, not the
-    check, and the ``WithBudget`` that owns it must hear of it to write the final answer."""
-    for spend in current_scope().budgets:
-        if spend.budget is not None and spend.exhausted is not None and not spend.closed:
-            raise spend.error(state)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from cognitive._budget import stop_if_out_of_budget
 from cognitive._pattern import Pattern, check_start
 from loop import (Role, State, Text, TurnKind, TurnSubmitter, UsageError, positive_int,
                   positive_number, scope, tracing)
@@ -77,7 +76,6 @@ async def revise(inner: Pattern, submitter: TurnSubmitter, critic: Verifier, sta
     for number in range(1, rounds + 1):
         (result,) = await run_all([critic], state, timeout=timeout)
         if result.status is Status.ERROR:
-            stop_if_out_of_budget(state)
             raise VerificationError(f"critic {critic.name} could not run: {result.report}", state=state,
                                     results=[result])
         if result.status is Status.PASS:

@@ -8,7 +8,6 @@ from typing import Any
 import attrs
 
 from cognitive._pattern import Pattern, check_start
-from cognitive._budget import stop_if_out_of_budget
 from cognitive._refine import check_critic, check_prompt
 from loop import (Role, State, Text, TurnRunner, UsageError, ask, branch, positive_int, positive_number, scope,
                   tracing)
@@ -161,7 +160,6 @@ class Reflexion:
                     candidate = _rebase(state, start, trajectory)
                     (result,) = await run_all([self.evaluator], candidate, timeout=self.evaluator_timeout)
                     if result.status is Status.ERROR:
-                        stop_if_out_of_budget(state)
                         external += 1
                     elif result.status is Status.FAIL:
                         lesson = await self._reflect(trajectory, result.report)

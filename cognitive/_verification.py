@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from cognitive._budget import stop_if_out_of_budget
 from cognitive._pattern import Pattern, check_start
 from loop import (Role, State, Text, TurnKind, TurnSubmitter, UsageError, non_negative_int, positive_number, scope,
                   tracing)
@@ -59,7 +58,6 @@ class WithVerification:
                 results = await run_all(self.verifiers, state, timeout=self.verifier_timeout)
                 errors = [r for r in results if r.status is Status.ERROR]
                 if errors:
-                    stop_if_out_of_budget(state)  # a verifier stopped by the budget is the budget's to report
                     names = ", ".join(r.name for r in errors)
                     raise VerificationError(f"verifier {names} could not run: {errors[0].report}",
                                             state=state, results=results)

@@ -11,6 +11,7 @@ import anyio
 import attrs
 
 from loop import State, UsageError, branch, positive_number, tracing
+from loop.errors import BudgetExhausted
 
 _log = tracing.logger("verifier")
 
@@ -84,7 +85,9 @@ async def run_all(
 ) -> list[Result]:
     """Run every verifier concurrently on ``state``; the results sorted by name. One verifier needs no list.
 
-    Every result carries its verifier's name. An exception becomes an ERROR result. A verifier still running
+    Every result carries its verifier's name. An exception becomes an ERROR result, except ``BudgetExhausted``:
+    a budget that ran out while a verifier called a model is the budget's to report (its ``WithBudget`` writes
+    the final answer), not a broken check, so it goes on to the caller. A verifier still running
     after ``timeout`` seconds is stopped and FAILs (the model can fix an answer that makes a check hang; ERROR is
     for broken infrastructure).
     """
@@ -121,6 +124,8 @@ async def _verify(v: Verifier, state: State, timeout: float | None) -> Result:
             elif result.name != v.name:
                 # e.g. a bare passed()/failed(): results are sorted, reported and keyed by the verifier's name.
                 result = attrs.evolve(result, name=v.name)
+        except BudgetExhausted:
+            raise
         except Exception as exc:
             _log.warning("verifier raised", verifier=v.name, error=repr(exc))
             result = Result(v.name, Status.ERROR, f"The verifier raised {type(exc).__name__}: {exc}")

@@ -183,3 +183,17 @@ def test_an_empty_or_blank_report_adds_no_body() -> None:
 def test_a_report_of_nothing() -> None:
     assert build_report([]) == "# Verification: all 0 checks passed\n"
     assert build_report(iter([Result("x", Status.PASS)])).startswith("# Verification: all 1 checks passed")
+
+
+@pytest.mark.parametrize("others", [0, 1])
+async def test_run_all_lets_a_budget_that_ran_out_through_rather_than_calling_the_check_broken(others: int) -> None:
+    from loop.errors import BudgetExhausted
+
+    def out_of_budget(state: State) -> bool:
+        raise BudgetExhausted("budget 'b' ran out: max_turns=1 reached")
+
+    verifiers = [FunctionVerifier(out_of_budget, name="judge")] + [FunctionVerifier(lambda s: True, name="ok")] * others
+    with pytest.raises((BudgetExhausted, BaseExceptionGroup)) as caught:
+        await run_all(verifiers, State().append(Role.USER, Text("q")))
+    leaves = caught.value.exceptions if isinstance(caught.value, BaseExceptionGroup) else (caught.value,)
+    assert any(isinstance(e, BudgetExhausted) for e in leaves)
