@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
 from cognitive._output import WithOutput
-from cognitive._paths import CONVERSATION_ROOTS
+from cognitive._paths import CONVERSATION_ROOTS, StatePath
 from cognitive._pattern import Pattern, check_start
 from cognitive._react import ReAct
-from cognitive._template import Template
+from cognitive._template import Template, show
 from loop import OutputType, Role, State, Text, TurnKind, UsageError, branch, scope, tracing
 
 
@@ -155,8 +154,7 @@ class Chain:
         names = stage.reads if stage.reads is not None else ("input", *visible)
         sections = []
         for name in names:
-            value = _latest_user_text(state) if name == "input" else visible.get(name)
-            sections.append(f"## {name}\n\n{_show(value)}")
+            sections.append(f"## {name}\n\n{show(StatePath.parse(name).read(state, visible))}")
         return start.append(Role.USER, Text("\n\n".join(sections)))
 
     def __repr__(self) -> str:
@@ -177,16 +175,3 @@ async def _write(stage: Stage, state: State, answer: str) -> State:
         written: State = await stage.step.submit(state, Role.ASSISTANT, Text(answer), meta=meta)
         return written
     return state.append(Role.ASSISTANT, Text(answer), meta=meta)
-
-
-def _latest_user_text(state: State) -> str:
-    for turn in state.reversed():
-        if turn.role is Role.USER:
-            return turn.text
-    return ""
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, indent=2)
