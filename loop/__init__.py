@@ -44,8 +44,8 @@ from loop._protocols import (
     UseTool,
 )
 from loop._pipeline import CANCELLED, ToolPipeline
-from loop._scope import (Carried, RunScope, branch, carry, charging, current_scope, main_line, run_path, scope,
-                         turn_options)
+from loop._scope import (Carried, RunScope, branch, carry, charging, current_scope, external_tools, main_line,
+                         run_path, scope, turn_options)
 from loop._state import State
 from loop._step import Step, Transform
 from loop._tokens import TokenCounter, approx_tokens
@@ -123,6 +123,7 @@ __all__ = [
     "charge",
     "charging",
     "current_scope",
+    "external_tools",
     "delta_from_dict",
     "delta_to_dict",
     "fan_out",

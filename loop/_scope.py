@@ -6,7 +6,8 @@ pattern without extra arguments: anyio task groups copy it into their tasks. It 
 - the run path (``WithVerification/ReAct``, ``SelfConsistency/sample 3/ReAct``, ``tool:search#c2``),
   stamped on events and spans and shown to offline providers;
 - the budgets whose spend every model call and tool call is charged to;
-- the line being run: the main line (what a session stores and streams) or a branch.
+- the line being run: the main line (what a session stores and streams) or a branch;
+- options laid over every turn (``turn_options``), and tools the caller answers (``external_tools``).
 
 A line is owned by the task that opened it. Turns run in another task that inherits the scope without
 declaring a branch (a user's own plain task group) are a branch too, so concurrent work can never be taken
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from contextvars import ContextVar, Token
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -26,7 +28,7 @@ from loop.errors import UsageError
 
 if TYPE_CHECKING:
     from loop._budget import Spend
-    from loop._protocols import Options
+    from loop._protocols import Options, ToolSpec
 
 
 _NO_TASK = object()  # what a worker thread is: no task, so it never owns a line
@@ -58,18 +60,20 @@ class Line:
 
 class RunScope:
     """Where the code running now stands: its run ``path``, the ``budgets`` it is charged to, its ``line``,
-    the ``task`` that owns that line here (``None``: any task, as at the root), and the ``options`` every turn
-    run here takes over its step's own (``None``: none; see ``turn_options``). Read-only."""
+    the ``task`` that owns that line here (``None``: any task, as at the root), the ``options`` every turn
+    run here takes over its step's own (``None``: none; see ``turn_options``), and the ``external`` tools
+    main-line turns offer beside their step's own (see ``external_tools``). Read-only."""
 
-    __slots__ = ("path", "budgets", "line", "task", "options")
+    __slots__ = ("path", "budgets", "line", "task", "options", "external")
 
     def __init__(self, path: str, budgets: tuple[Spend, ...], line: Line, task: Any,
-                 options: Options | None = None) -> None:
+                 options: Options | None = None, external: tuple[ToolSpec, ...] = ()) -> None:
         self.path = path
         self.budgets = budgets
         self.line = line
         self.task = task
         self.options = options
+        self.external = external
 
     @property
     def on_main_line(self) -> bool:
@@ -77,7 +81,7 @@ class RunScope:
         return self.line.main and (self.task is None or self.task is current_task())
 
     def child(self, name: str) -> RunScope:
-        return RunScope(_join(self.path, name), self.budgets, self.line, self.task, self.options)
+        return RunScope(_join(self.path, name), self.budgets, self.line, self.task, self.options, self.external)
 
     def __repr__(self) -> str:
         return f"RunScope(path={self.path!r}, line={self.line!r}, budgets={len(self.budgets)})"
@@ -131,7 +135,8 @@ def scope(name: str) -> _Enter:
 
 def branch(name: str) -> _Enter:
     """``with branch("sample 3"):`` — run the block as a branch owned by the current task: its turns are
-    charged to the enclosing budgets but never stored or streamed as the main line."""
+    charged to the enclosing budgets but never stored or streamed as the main line, and it offers no
+    ``external_tools`` (their calls could only be answered on the main line)."""
     parent = _current.get()
     return _Enter(RunScope(_join(parent.path, _check_name(name)), parent.budgets, Line(main=False), current_task(),
                            parent.options))
@@ -142,14 +147,15 @@ def main_line(name: str | None = None) -> _Enter:
     message it processes). Turns in other tasks that inherit it without declaring a branch are branches."""
     parent = _current.get()
     path = parent.path if name is None else _join(parent.path, _check_name(name))
-    return _Enter(RunScope(path, parent.budgets, Line(main=True), current_task(), parent.options))
+    return _Enter(RunScope(path, parent.budgets, Line(main=True), current_task(), parent.options, parent.external))
 
 
 def charging(spend: Spend) -> _Enter:
     """``with charging(spend):`` — everything run in the block is charged to ``spend`` too (and to every
     budget already charged here)."""
     parent = _current.get()
-    return _Enter(RunScope(parent.path, (*parent.budgets, spend), parent.line, parent.task, parent.options))
+    return _Enter(RunScope(parent.path, (*parent.budgets, spend), parent.line, parent.task, parent.options,
+                           parent.external))
 
 
 def turn_options(options: Options) -> _Enter:
@@ -163,7 +169,31 @@ def turn_options(options: Options) -> _Enter:
         raise UsageError(f"turn_options takes loop.Options, got {options!r}")
     parent = _current.get()
     merged = options if parent.options is None else parent.options.merge(options)
-    return _Enter(RunScope(parent.path, parent.budgets, parent.line, parent.task, merged))
+    return _Enter(RunScope(parent.path, parent.budgets, parent.line, parent.task, merged, parent.external))
+
+
+def external_tools(specs: ToolSpec | Iterable[ToolSpec]) -> _Enter:
+    """``with external_tools(specs):`` — every main-line turn run in the block offers the model these tools
+    beside its step's own, and leaves their calls to the caller: a turn whose model calls one runs the step's
+    own calls of that turn, then ends with the external ones pending (the answer's outcome ``pending``), and
+    the pattern returns. Whoever holds the conversation answers them (the OpenAI-compatible endpoint hands
+    them to its client) and runs the pattern again from the results. Branches never offer them. A name that
+    is also one of a step's own tools makes that step's turns raise ``UsageError``."""
+    from loop._protocols import ToolSpec
+
+    if isinstance(specs, ToolSpec):
+        specs = (specs,)
+    if isinstance(specs, (str, bytes)) or not isinstance(specs, Iterable):
+        raise UsageError(f"external_tools takes loop.ToolSpec values, got {specs!r}")
+    offered = tuple(specs)
+    if not all(isinstance(s, ToolSpec) for s in offered):
+        raise UsageError(f"external_tools takes loop.ToolSpec values, got {offered!r}")
+    names = [s.name for s in offered]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UsageError(f"external_tools: each tool needs its own name; {', '.join(map(repr, twice))} is given twice")
+    parent = _current.get()
+    return _Enter(RunScope(parent.path, parent.budgets, parent.line, parent.task, parent.options, offered))
 
 
 class Carried:
@@ -181,7 +211,7 @@ class Carried:
         task = current_task()
         scope = self.scope
         entered = RunScope(scope.path, scope.budgets, scope.line, None if scope.task is None else task,
-                           scope.options)
+                           scope.options, scope.external)
         self._tokens.setdefault(task, []).append(_current.set(entered))
         return entered
 

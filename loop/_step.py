@@ -17,7 +17,7 @@ from loop._outcome import PENDING
 from loop._parts import Part, Role, ToolCall, ToolResult
 from loop._pipeline import CANCELLED, ToolPipeline, error_result
 from loop._progress import ProgressCallback, begin_turn, end_turn
-from loop._protocols import Options, Provider, Request
+from loop._protocols import Options, Provider, Request, ToolSpec
 from loop._sample import sample_states
 from loop._scope import RunScope, current_scope, current_task
 from loop._state import State
@@ -39,6 +39,8 @@ class Step:
     rewritten), streams one response, appends the assistant turn and, if the model called tools, runs them
     concurrently and appends one ``TOOL`` turn with a result for every call, in call order. Unknown tools,
     malformed or schema-breaking arguments, exceptions, timeouts and cancellations all become error results.
+    Inside ``external_tools(specs)``, main-line turns also offer the caller's tools and leave their calls
+    pending (outcome ``pending``) for the caller to answer.
 
     Every provider call and every tool call is charged to the budgets of the run scope (``loop.Budget``,
     opened by ``cognitive.WithBudget``): a turn that would pass a turn limit, or that starts after a budget
@@ -197,7 +199,9 @@ class Step:
             if bus.has_subscribers:
                 bus.publish(TurnStarted(len(state)))
             view = await self.view(state) if self._async_view else self._view(state)
-            request = Request(view.turns, self._specs, opts, scope.path)
+            external = scope.external if scope.external and scope.on_main_line else ()
+            specs = self._offered(external) if external else self._specs
+            request = Request(view.turns, specs, opts, scope.path)
             turn = await self._stream(request, opts, bus)
             state = state.append_turn(turn)
             if bus.has_subscribers:
@@ -216,9 +220,27 @@ class Step:
                 # The calls stay open for someone else to decide on (an approval, a planner).
                 return state.with_outcome(PENDING, f"{len(calls)} tool call{'s' if len(calls) > 1 else ''} "
                                                    "left pending: the turn was asked not to run tools")
+            if external and opts.tool_choice != "none":
+                names = {spec.name for spec in external}
+                theirs = [c.name for c in calls if c.name in names]
+                if theirs:
+                    own = tuple(c for c in calls if c.name not in names)
+                    if own:
+                        state = await self._answer_calls(state, own, opts, scope, progress, passed)
+                    elif budgets:
+                        self._follow(scope, state)
+                    return state.with_outcome(PENDING, f"left for the caller to answer: {', '.join(theirs)}")
             return await self._answer_calls(state, calls, opts, scope, progress, passed)
         finally:
             end_turn(hidden)
+
+    def _offered(self, external: tuple[ToolSpec, ...]) -> tuple[ToolSpec, ...]:
+        """This step's tools and the caller's ``external`` ones, which must not share a name."""
+        clash = [spec.name for spec in external if self._pipeline.find(spec.name) is not None]
+        if clash:
+            raise UsageError(f"external tools share names with this step's own tools: {', '.join(map(repr, clash))}; "
+                             "the model could not tell them apart")
+        return self._specs + external
 
     async def _answer_calls(self, state: State, calls: tuple[ToolCall, ...], opts: Options, scope: RunScope,
                             progress: ProgressCallback | None, passed: Spend | None) -> State:
