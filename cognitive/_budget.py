@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import anyio
 
-from cognitive._pattern import Pattern
+from cognitive._pattern import Pattern, left_open
 from loop import (
     Budget,
     BudgetReport,
@@ -87,7 +87,7 @@ class WithBudget:
             span.set_attribute("budget.exhausted", spend.exhausted or "")
             if result is not None:
                 self._report(spend)
-                if spend.refused:  # the run answered, but without a call the budget refused it
+                if spend.refused and not left_open(result):  # it answered without a call the budget refused
                     return result.with_outcome("degraded", f"budget {budget.name!r} ran out ({spend.exhausted}); "
                                                "a call was refused and the run answered without it",
                                                data=spend.report())

@@ -7,7 +7,7 @@ from typing import Any
 
 from cognitive._output import WithOutput
 from cognitive._paths import CONVERSATION_ROOTS, StatePath
-from cognitive._pattern import Pattern, check_start
+from cognitive._pattern import Pattern, check_start, left_open, picked_up
 from cognitive._react import ReAct
 from cognitive._template import Template, show
 from loop import OutputType, Role, State, Text, TurnKind, UsageError, branch, scope, tracing
@@ -123,15 +123,26 @@ class Chain:
                                                                  "gen_ai.agent.name": "Chain"}):
             outputs: dict[str, Any] = {}
             worst: tuple[str, str] | None = None
-            for number, stage in enumerate(self.stages, 1):
+            waited = picked_up(state)
+            resuming = waited is not None and isinstance(waited.get("outputs"), dict)
+            first = 1
+            if waited is not None and resuming:  # the caller answered what its last stage left open: it goes on
+                outputs, first = dict(waited["outputs"]), len(self.stages)
+                saved = waited.get("worst")
+                worst = (str(saved[0]), str(saved[1])) if saved else None
+            for number, stage in enumerate(self.stages[first - 1:], first):
                 last = number == len(self.stages)
                 visible = outputs if stage.reads is None else {k: v for k, v in outputs.items() if k in stage.reads}
-                instructions = stage.template.render(state, visible)
                 on_main = last and stage.history
                 if on_main:
-                    result = await stage.pattern.run(state.append(
-                        Role.SYSTEM, Text(instructions), meta={"kind": TurnKind.STAGE, "stage": stage.name}))
+                    begun = state if resuming else state.append(
+                        Role.SYSTEM, Text(stage.template.render(state, visible)),
+                        meta={"kind": TurnKind.STAGE, "stage": stage.name})
+                    result = await stage.pattern.run(begun)
+                    if left_open(result):  # the caller answers; the stage goes on from its results
+                        return result.with_outcome(data={"outputs": outputs, "worst": worst})
                 else:
+                    instructions = stage.template.render(state, visible)
                     with branch(stage.name):
                         result = await stage.pattern.run(self._start(stage, state, instructions, visible))
                 outputs[stage.key] = _output(stage, result)

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Generic, TypeVar, overload
 
-from cognitive._pattern import Pattern
+from cognitive._pattern import Pattern, left_open
 from loop import (Options, OutputType, Role, State, Text, TurnExecutor, TurnKind, UsageError, non_negative_int, scope,
                   tracing)
 from loop.errors import VerificationFailed
@@ -76,6 +76,8 @@ class WithOutput(Generic[T]):
                 "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "WithOutput",
                 "output.type": self.output.name}) as span:
             state = await self.inner.run(state)
+            if left_open(state):
+                return state  # calls left for the caller: the answer comes once they are answered
             result = await self._verifier.verify(state)
             if result.ok:
                 span.set_attribute("output.formatting_turns", 0)

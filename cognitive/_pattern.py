@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import reprlib
-from collections.abc import Awaitable, Callable
-from typing import Protocol, runtime_checkable
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol, runtime_checkable
 
-from loop import State, TurnExecutor, UsageError
+from loop import Role, State, TurnExecutor, UsageError, run_path
 
 
 @runtime_checkable
@@ -15,11 +15,33 @@ class Pattern(Protocol):
 
     A pattern is stateless: settings go in ``__init__`` and nothing is kept between runs, so one instance can
     serve many conversations at once. The answer turn carries the run's ``Outcome`` (``state.outcome``): a run
-    stopped by a budget or cap still writes an answer, marked ``degraded`` with the reason. Cancellation
-    propagates unchanged.
+    stopped by a budget or cap still writes an answer, marked ``degraded`` with the reason. A run whose turn
+    left tool calls for the caller (``loop.external_tools``) returns at once with them open, its outcome
+    ``pending`` (``left_open``); a wrapper returns such a state as it is. Cancellation propagates unchanged.
     """
 
     async def run(self, state: State) -> State: ...
+
+
+def picked_up(state: State) -> Mapping[str, Any] | None:
+    """When ``state`` ends in the caller's results for the calls a run left open, the data the pattern running
+    now (by its run path) recorded on that run's answer, so that it goes on where it stopped (the stage it was
+    in, the route it took); ``None`` otherwise."""
+    last = state.last
+    if last is None or last.role is not Role.TOOL or state.pending_calls:
+        return None
+    outcome = state.outcome
+    if outcome is None or outcome.status != "pending":
+        return None
+    data = outcome.data.get(run_path())
+    return data if isinstance(data, Mapping) else None
+
+
+def left_open(state: State) -> bool:
+    """Whether the run stopped with tool calls left for the caller to answer (outcome ``pending``, calls
+    still open): the pattern returns, and every wrapper passes the state on untouched."""
+    outcome = state.outcome
+    return outcome is not None and outcome.status == "pending" and bool(state.pending_calls)
 
 
 def check_start(state: object, who: str) -> None:

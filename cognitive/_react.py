@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cognitive._loops import watch as _watch
-from cognitive._pattern import check_start
+from cognitive._pattern import check_start, left_open
 from loop import Options, Role, State, TurnRunner, UsageError, positive_int, scope, tracing
 
 _FINAL = Options(tool_choice="none")
@@ -46,12 +46,12 @@ class ReAct:
             seen: dict[str, int] | None = {} if self.detect_loops else None
             for _ in range(self.max_turns):
                 state = await step.turn(state)
+                if left_open(state):
+                    return state  # calls left for the caller (run_tools=False, external tools)
                 last = state.last
                 if last is not None and last.role is Role.ASSISTANT:
                     if not state.pending_calls:
                         return state  # ok: an answer with no outcome recorded is a clean one
-                    if state.outcome is not None and state.outcome.status == "pending":
-                        return state  # calls deliberately left open (Options(run_tools=False))
                 elif seen is not None and last is not None and last.role is Role.TOOL:
                     state, looping = _watch(state, seen)
                     if looping is not None:
@@ -87,6 +87,8 @@ class SingleShot:
         check_start(state, "SingleShot")
         with scope("SingleShot"):
             state = await self.step.turn(state)
+            if left_open(state):
+                return state
             last = state.last
             if last is not None and last.role is Role.TOOL:
                 state = await self.step.turn(state, _FINAL)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cognitive._pattern import Pattern, check_start
+from cognitive._pattern import Pattern, check_start, left_open
 from loop import (Role, State, Text, TurnKind, TurnSubmitter, UsageError, positive_int,
                   positive_number, scope, tracing)
 from loop.errors import VerificationError
@@ -74,6 +74,8 @@ async def revise(inner: Pattern, submitter: TurnSubmitter, critic: Verifier, sta
     ``rounds`` answers have been critiqued. The outcome data counts the answers under ``unit``."""
     state = await inner.run(state)
     for number in range(1, rounds + 1):
+        if left_open(state):
+            return state  # calls left for the caller: nothing to critique yet
         (result,) = await run_all([critic], state, timeout=timeout)
         if result.status is Status.ERROR:
             raise VerificationError(f"critic {critic.name} could not run: {result.report}", state=state,

@@ -7,8 +7,9 @@ from typing import Any
 
 from cognitive._exchanges import call_key
 from loop import (Options, ProgressCallback, Role, State, ToolCall, ToolResult, Turn, TurnCompleted, TurnFailed,
-                  TurnRunner, UsageError)
+                  TurnRunner, UsageError, current_scope)
 
+PENDING = "pending"
 REUSED_NOTE = "[reused: an identical earlier call returned this result; the tool was not run again]\n"
 """What starts the content of a result answered from an earlier one."""
 
@@ -72,10 +73,17 @@ class ReuseResults:
         last = answered.last
         if last is None or last.role is not Role.ASSISTANT or not last.tool_calls:
             return answered
-        # The calls are answered here, so the "pending" mark the turn left on them comes off.
+        # The calls are answered here, so the "pending" mark the turn left on them comes off; those to tools the
+        # caller answers (``loop.external_tools``) stay open for it, as a step leaves them.
         outcome = answered.outcome
         state = answered.without_outcome() if outcome is not None and outcome.status == "pending" else answered
-        calls = last.tool_calls
+        scope = current_scope()
+        offered = scope.on_main_line and effective.tool_choice != "none"
+        external = {s.name for s in scope.external} if offered else set()
+        theirs = [c.name for c in last.tool_calls if c.name in external]
+        calls = tuple(c for c in last.tool_calls if c.name not in external)
+        if not calls:
+            return state.with_outcome(PENDING, f"left for the caller to answer: {', '.join(theirs)}")
         known = _earlier_results(answered) if effective.tool_choice != "none" else {}
         results: list[ToolResult | None] = [None] * len(calls)
         to_run: list[int] = []
@@ -105,13 +113,14 @@ class ReuseResults:
         parts = tuple(r for r in results if r is not None)
         submit = getattr(step, "submit", None)
         if callable(submit):
-            submitted: State = await submit(state, Role.TOOL, *parts)
-            return submitted
-        turn = Turn(Role.TOOL, parts)
-        events = getattr(step, "events", None)
-        if events is not None:
-            events.publish(TurnCompleted(turn))
-        return state.append_turn(turn)
+            done = await submit(state, Role.TOOL, *parts)
+        else:
+            turn = Turn(Role.TOOL, parts)
+            events = getattr(step, "events", None)
+            if events is not None:
+                events.publish(TurnCompleted(turn))
+            done = state.append_turn(turn)
+        return done.with_outcome(PENDING, f"left for the caller to answer: {', '.join(theirs)}") if theirs else done
 
     async def submit(self, state: State, role: Role | str, *parts: Any,
                      meta: Mapping[str, Any] | None = None) -> State:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from cognitive._pattern import Pattern, check_start
+from cognitive._pattern import Pattern, check_start, left_open, picked_up
 from loop import Role, State, Text, TurnKind, TurnRunner, UsageError, ask, branch, non_negative_int, scope, tracing
 from loop.errors import VerificationFailed
 
@@ -79,29 +79,37 @@ class Router:
         check_start(state, "Router")
         with scope("Router"), tracing.span("invoke_agent Router", {"gen_ai.operation.name": "invoke_agent",
                                                                    "gen_ai.agent.name": "Router"}) as span:
-            routes = "\n".join(f"- {name}" + (f": {self.descriptions[name]}" if name in self.descriptions else "")
-                               for name in self.choices)
-            reason, fallback = "", False
-            with branch("route"):
-                asking = state.append(Role.SYSTEM, Text(self.instructions.format(routes=routes)),
-                                      meta={"kind": TurnKind.ROUTE})
-                try:
-                    chosen = await ask(self.step, asking, self._schema, max_retries=self.max_retries)
-                except VerificationFailed:
-                    if self.default is None:
-                        raise
-                    route, fallback = self.default, True
-                else:
-                    route, reason = chosen.value["route"], chosen.value.get("reason", "")
+            waited = picked_up(state)
+            if waited is not None and waited.get("route") in self.choices:  # the caller answered: the route goes on
+                route, reason, fallback = waited["route"], str(waited.get("reason", "")), bool(waited.get("fallback"))
+            else:
+                route, reason, fallback = await self._route(state)
             span.set_attribute("router.route", route)
             with scope(route):
                 state = await self.choices[route].run(state)
             data = {"route": route, "reason": reason}
+            if left_open(state):  # kept on the answer, for when the caller has answered
+                return state.with_outcome(data={**data, "fallback": fallback})
             if fallback:
                 return state.with_outcome("degraded", f"the router chose no valid route in {self.max_retries + 1} "
                                                       f"tries; the default route {route!r} answered",
                                           data={**data, "fallback": True})
             return state.with_outcome(data=data)
+
+    async def _route(self, state: State) -> tuple[str, str, bool]:
+        """The route the model chooses for ``state``, its reason, and whether the default stood in for it."""
+        routes = "\n".join(f"- {name}" + (f": {self.descriptions[name]}" if name in self.descriptions else "")
+                           for name in self.choices)
+        with branch("route"):
+            asking = state.append(Role.SYSTEM, Text(self.instructions.format(routes=routes)),
+                                  meta={"kind": TurnKind.ROUTE})
+            try:
+                chosen = await ask(self.step, asking, self._schema, max_retries=self.max_retries)
+            except VerificationFailed:
+                if self.default is None:
+                    raise
+                return self.default, "", True
+        return chosen.value["route"], chosen.value.get("reason", ""), False
 
     def __repr__(self) -> str:
         return f"Router({list(self.choices)}, {self.step!r})"

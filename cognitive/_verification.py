@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from cognitive._pattern import Pattern, check_start
+from cognitive._pattern import Pattern, check_start, left_open
 from loop import (Role, State, Text, TurnKind, TurnSubmitter, UsageError, non_negative_int, positive_number, scope,
                   tracing)
 from loop.errors import VerificationError, VerificationFailed
@@ -54,7 +54,7 @@ class WithVerification:
                 {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "WithVerification"}) as span:
             state = await self.inner.run(state)
             attempt = 0
-            while True:
+            while not left_open(state):  # calls left for the caller: nothing to verify yet
                 results = await run_all(self.verifiers, state, timeout=self.verifier_timeout)
                 errors = [r for r in results if r.status is Status.ERROR]
                 if errors:
@@ -76,6 +76,7 @@ class WithVerification:
                     meta={"kind": TurnKind.VERIFICATION, "attempt": attempt},
                 )
                 state = await self.inner.run(state)
+            return state
 
     def __repr__(self) -> str:
         return (f"WithVerification({self.inner!r}, verifiers={[v.name for v in self.verifiers]}, "

@@ -7,8 +7,8 @@ import pytest
 
 from cognitive import ReAct, WithBudget
 from cognitive._reuse import REUSED_NOTE, ReuseResults
-from loop import (Budget, Options, Role, State, Step, ToolCall, ToolResult, TurnCompleted, TurnFailed, UsageError,
-                  tool)
+from loop import (Budget, Options, Role, State, Step, ToolCall, ToolResult, ToolSpec, TurnCompleted, TurnFailed,
+                  UsageError, external_tools, tool)
 from provider import Scripted, tool_call
 from tests.cognitive._histories import ask, exchange
 
@@ -184,3 +184,22 @@ async def test_reuse_results_stands_in_for_the_step_as_a_turn_executor() -> None
     state = await wrapper.submit(State(), Role.USER, *ask(system=None).turns[0].parts)
     state = await wrapper.turn(state)
     assert state.answer == "answer"
+
+
+async def test_calls_to_tools_the_caller_answers_are_left_open_for_it() -> None:
+    tools = Tools()
+    notify = ToolSpec("notify", "Tell the user.", {"type": "object", "properties": {}})
+    script = Scripted([tool_call("search", {"q": "x"}),
+                       [ToolCall("s2", "search", '{"q": "x"}'), ToolCall("n1", "notify", "{}")],
+                       [ToolCall("n2", "notify", "{}")]])
+    step = ReuseResults(Step(script, tools=tools.all), tools=["search"])
+    with external_tools([notify]):
+        mixed = await ReAct(step).run(ask())
+        alone = await ReAct(step).run(mixed.append(Role.TOOL, ToolResult("n1", "notify", "sent")))
+    # The reused search is answered; the caller's call stays open, and the run returns for the caller.
+    assert tools.ran == ["search x"]
+    assert [c.id for c in mixed.pending_calls] == ["n1"]
+    assert mixed.outcome is not None and mixed.outcome.status == "pending" and "notify" in mixed.outcome.reason
+    assert results(mixed)[-1].content.startswith(REUSED_NOTE)
+    assert [c.id for c in alone.pending_calls] == ["n2"] and alone.outcome is not None
+    assert alone.outcome.status == "pending" and script.remaining == 0
