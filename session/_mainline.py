@@ -6,10 +6,12 @@ from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from loop import Part, Role, State, Step, Text, ToolResult, TurnKind, Wake, on_progress
+from loop import Part, Role, State, Step, Text, ToolResult, TurnKind, Wake, on_progress, tracing
 
 if TYPE_CHECKING:
     from session._session import Session
+
+_log = tracing.logger("session")
 
 
 def extends(state: State, base: State) -> bool:
@@ -109,6 +111,16 @@ class WriteLock:
             self.held = False
 
 
+async def record_failure(session: Session, exc: Exception, message_id: str) -> None:
+    """Store how a message of ``session`` failed (see ``failed_conversation``)."""
+    failed = failed_conversation(session.state, exc, message_id)
+    if failed is not None:
+        try:
+            await session._persist(failed)
+        except Exception as error:  # the store is what failed: the message's own failure is reported anyway
+            _log.warning("could not store a failed message's outcome", session=session.id, error=repr(error))
+
+
 def failed_conversation(stored: State, exc: Exception, message_id: str) -> State | None:
     """The conversation to store for message ``message_id`` whose run raised ``exc``: the outcome ``failed``
     on an answer the failed run carries (a verification that never passed), else on a short assistant turn
@@ -117,7 +129,7 @@ def failed_conversation(stored: State, exc: Exception, message_id: str) -> State
     reason = f"{type(exc).__name__}: {exc}"[:2000]
     carried = getattr(exc, "state", None)
     base = carried if isinstance(carried, State) and extends(carried, stored) else stored
-    asked = next((t for t in base.reversed() if t.role is Role.USER), None)
+    asked = next((t for t in base.reversed() if t.role is Role.USER or "message_id" in t.meta), None)
     if asked is None or asked.meta.get("message_id") != message_id:
         return None
     last = base.last

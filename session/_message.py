@@ -1,13 +1,19 @@
-"""A user message: what a session accepts as one, and how it waits in the session's queue."""
+"""A message: what a session accepts as one (a user's text, or results for the tool calls left for the caller),
+how it waits in the session's queue, and how it is run."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Union
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import nullcontext
+from typing import Any, Union
 
-from loop import LoopError, Part, State, Text, UsageError, Wake
+from cognitive import WithOutput
+from loop import (LoopError, Options, OutputType, Part, Role, State, Text, ToolResult, ToolSpec, TurnExecutor,
+                  UsageError, Wake, external_tools, turn_options)
 
 Message = Union[str, Part, Sequence[Part]]
+Processor = Callable[[TurnExecutor, State], Awaitable[State]]
+UNANSWERED = "error: not answered: the conversation went on without this call's result"
 
 
 class SessionBusy(LoopError):
@@ -21,11 +27,16 @@ class SessionClosed(LoopError):
 class Queued:
     """A message in a session's queue. Its ``done`` wake-up is made only when someone waits for it (``ask``)."""
 
-    __slots__ = ("id", "parts", "result", "finished", "posted", "writing", "_done")
+    __slots__ = ("id", "parts", "output", "tools", "options", "result", "finished", "posted", "writing", "_done")
 
-    def __init__(self, message_id: str, parts: tuple[Part, ...], *, posted: bool = False) -> None:
+    def __init__(self, message_id: str, parts: tuple[Part, ...], *, posted: bool = False,
+                 output: OutputType[Any] | None = None, tools: tuple[ToolSpec, ...] = (),
+                 options: Options | None = None) -> None:
         self.id = message_id
         self.parts = parts
+        self.output = output  # the typed answer asked for, if any
+        self.tools = tools  # tools the caller answers (``loop.external_tools``) for this message's run
+        self.options = options  # laid over every turn of this message's run (``loop.turn_options``)
         self.result: State | BaseException | None = None
         self.finished = False
         self.posted = posted  # it waits in the store's inbox until it is marked done
@@ -50,7 +61,7 @@ class Queued:
 
 
 def message_parts(message: Message) -> tuple[Part, ...]:
-    """The parts of a user message; ``UsageError`` for what cannot be one."""
+    """The parts of a message: a user's text, or ``ToolResult`` parts; ``UsageError`` for what is neither."""
     if isinstance(message, str):
         if not message.strip():
             raise UsageError("a message must not be empty")
@@ -59,6 +70,76 @@ def message_parts(message: Message) -> tuple[Part, ...]:
         parts = tuple(message)
     else:
         parts = (message,)
-    if not parts or not all(isinstance(p, Text) for p in parts):
-        raise UsageError(f"a user message is a string or Text parts, got {message!r}")
-    return parts
+    if parts and (all(isinstance(p, Text) for p in parts) or all(isinstance(p, ToolResult) for p in parts)):
+        return parts
+    raise UsageError(f"a message is a string, Text parts, or ToolResult parts answering the calls left for the "
+                     f"caller, got {message!r}")
+
+
+def message_options(output: Any, tools: Any, options: Any
+                    ) -> tuple[OutputType[Any] | None, tuple[ToolSpec, ...], Options | None]:
+    """A message's ``output`` type, external ``tools`` and turn ``options``, checked."""
+    typed = None if output is None else OutputType.of(output)
+    if isinstance(tools, ToolSpec) or not isinstance(tools, (list, tuple)):
+        raise UsageError(f"tools takes a list of loop.ToolSpec (the tools the caller answers), got {tools!r}")
+    with external_tools(tools):  # checked now, as the run will take them
+        pass
+    if options is not None and not isinstance(options, Options):
+        raise UsageError(f"options must be loop.Options or None, got {options!r}")
+    return typed, tuple(tools), options
+
+
+def role_of(parts: tuple[Part, ...]) -> Role:
+    """The role of the turn a message's parts make: ``TOOL`` for results, else ``USER``."""
+    return Role.TOOL if isinstance(parts[0], ToolResult) else Role.USER
+
+
+def before(stored: State, parts: tuple[Part, ...]) -> State:
+    """The conversation a message is appended to: results must answer exactly the calls left open for the
+    caller (``UsageError`` naming the difference); a user message after such calls answers them first, as not
+    answered, so the history stays valid to send to a model."""
+    pending = stored.pending_calls
+    if not isinstance(parts[0], ToolResult):
+        if not pending:
+            return stored
+        return stored.append(Role.TOOL, *(ToolResult(c.id, c.name, UNANSWERED, is_error=True) for c in pending))
+    given = [p.call_id for p in parts if isinstance(p, ToolResult)]
+    open_ids = [c.id for c in pending]
+    if sorted(given) != sorted(open_ids) or len(set(given)) != len(given):
+        shown = ", ".join(open_ids) or "none"
+        raise UsageError(f"the tool results answer calls {', '.join(given)}, but the calls open in the conversation "
+                         f"are: {shown}; send one result for each open call")
+    names = {c.id: c.name for c in pending}
+    wrong = [p.call_id for p in parts if isinstance(p, ToolResult) and p.name != names[p.call_id]]
+    if wrong:
+        raise UsageError(f"the tool results for {', '.join(wrong)} name another tool than the call they answer")
+    return stored
+
+
+def run_message(processor: Processor, executor: TurnExecutor, state: State, item: Queued) -> Awaitable[State]:
+    """Run ``processor`` on ``state`` (ending in ``item``'s turn) as ``item`` asks: offering its external
+    tools, and wrapped in ``WithOutput`` when it asks for a typed answer."""
+    if item.output is None and not item.tools and item.options is None:
+        return processor(executor, state)
+    return _run(processor, executor, state, item)
+
+
+async def _run(processor: Processor, executor: TurnExecutor, state: State, item: Queued) -> State:
+    with external_tools(item.tools) if item.tools else nullcontext(), \
+            turn_options(item.options) if item.options is not None else nullcontext():
+        if item.output is None:
+            return await processor(executor, state)
+        return await WithOutput(_Processed(processor, executor), executor, item.output).run(state)
+
+
+class _Processed:
+    """A turn processor seen as a pattern, for a wrapper around it."""
+
+    __slots__ = ("processor", "executor")
+
+    def __init__(self, processor: Processor, executor: TurnExecutor) -> None:
+        self.processor = processor
+        self.executor = executor
+
+    async def run(self, state: State) -> State:
+        return await self.processor(self.executor, state)

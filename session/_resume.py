@@ -30,9 +30,11 @@ _log = tracing.logger("session")
 
 def answer_open_calls(state: State) -> State:
     """``state`` with the tool calls its last assistant turn left without results answered "interrupted"; the
-    same state when none are open."""
+    same state when none are open, or when they were left open on purpose, for the caller to answer (the
+    answer's outcome ``pending``)."""
     pending = state.pending_calls
-    if not pending:
+    outcome = state.outcome
+    if not pending or (outcome is not None and outcome.status == "pending"):
         return state
     return state.append(Role.TOOL, *(ToolResult(c.id, c.name, f"error: {INTERRUPTED}", is_error=True)
                                      for c in pending))

@@ -8,25 +8,14 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from types import MappingProxyType
-from typing import cast
+from typing import Any, cast
 
 import anyio
 import anyio.abc
 
 from cognitive import TurnProcessor as TurnProcessor  # re-exported: session's lazy exports name it here
-from loop import (
-    EventBus,
-    Role,
-    State,
-    Turn,
-    TurnExecutor,
-    UsageError,
-    current_scope,
-    main_line,
-    non_negative_int,
-    tracing,
-)
-from loop import Wake
+from loop import (EventBus, Options, OutputType, Role, State, ToolSpec, Turn, TurnExecutor, UsageError, Wake,
+                  current_scope, main_line, non_negative_int, tracing)
 from session._events import (
     Interrupted,
     MessageFailed,
@@ -36,9 +25,10 @@ from session._events import (
     TurnStored,
 )
 from session._groups import unwrap
-from session._mainline import Persisting, WriteLock, describe, extends, failed_conversation
+from session._mainline import Persisting, WriteLock, describe, extends, record_failure
 from session._message import Message as Message  # re-exported: session's lazy exports name it here
-from session._message import Queued, SessionBusy as SessionBusy, SessionClosed as SessionClosed, message_parts
+from session._message import (Queued, SessionBusy as SessionBusy, SessionClosed as SessionClosed, before,
+                              message_options, message_parts, role_of, run_message)
 from session._resume import answer_open_calls, mark_done
 from session.stores._memory import MemoryStore
 from session.stores._protocol import InboxStore, Store
@@ -47,12 +37,12 @@ _log = tracing.logger("session")
 
 
 class Session:
-    """One conversation: a FIFO of user messages served one at a time by a worker.
+    """One conversation: a FIFO of messages served one at a time by a worker.
 
-    Each message is appended as a user turn and handed to ``processor`` with an executor that persists
-    every completed turn through ``store``. ``events`` carries the step's events and the session's own
-    (``MessageQueued``, ``MessageStarted``, ``TurnStored``, ``MessageFinished``/``MessageFailed``,
-    ``Interrupted``). ``interrupt`` cancels the current message at once; pending tool calls get "cancelled"
+    Each message is appended as a user turn (or a tool turn, see ``send``) and handed to ``processor`` with
+    an executor that persists every completed turn through ``store``. ``events`` carries the step's events and
+    the session's own (``MessageQueued``, ``MessageStarted``, ``TurnStored``, ``MessageFinished``/
+    ``MessageFailed``, ``Interrupted``). ``interrupt`` cancels the current message at once; pending tool calls get "cancelled"
     results so the stored history stays valid. A processor that raises leaves the session usable.
 
     ``send`` queues a message in memory; ``post`` stores it in the store's inbox (``InboxStore``) first, so
@@ -114,11 +104,16 @@ class Session:
 
     # -- the caller's side --------------------------------------------------------------------------------
 
-    def send(self, message: Message) -> str:
-        """Queue a user message; returns its id. Raises ``SessionBusy`` when the queue is full.
+    def send(self, message: Message, *, output: Any = None, tools: Sequence[ToolSpec] = (),
+             options: Options | None = None) -> str:
+        """Queue a message, kept in memory only (see ``post``); returns its id. ``SessionBusy`` when the queue is full.
 
-        The message is kept in memory only: a process killed before it runs loses it (see ``post``)."""
-        item = self._enqueue(message)
+        A message is a user's text, or ``ToolResult`` parts answering every call a run left for the caller
+        (outcome ``pending``; other results fail the message, and a user message answers them as not answered).
+        ``output`` asks its run for a typed answer (the processor runs inside ``WithOutput``), ``tools`` offers
+        the model tools the caller answers (``loop.external_tools``), and ``options`` are laid over every turn
+        of its run (``loop.turn_options``)."""
+        item = self._enqueue(message, *message_options(output, tools, options))
         if self.events.has_subscribers:
             self.events.publish(MessageQueued(item.id, self._waiting - 1 + (self._current is not None)))
         return item.id
@@ -134,6 +129,8 @@ class Session:
         inbox = self._inbox
         if inbox is None:
             return self.send(message)
+        if role_of(message_parts(message)) is not Role.USER:
+            raise UsageError("post takes a user's message; send tool results with send or ask")
         item = self._enqueue(message)
         item.writing = True
         try:
@@ -156,7 +153,8 @@ class Session:
                 self._wake_worker()
         return item.id
 
-    def _enqueue(self, message: Message) -> Queued:
+    def _enqueue(self, message: Message, output: OutputType[Any] | None = None, tools: tuple[ToolSpec, ...] = (),
+                 options: Options | None = None) -> Queued:
         if self.closed:
             raise SessionClosed(f"session {self.id!r} is closed")
         parts = message_parts(message)
@@ -164,7 +162,8 @@ class Session:
         # A message the idle worker is about to take does not count as waiting.
         if len(queue) - (self._wake is not None) >= self._queue_size:
             raise SessionBusy(f"session {self.id!r} already has {self._waiting} messages waiting")
-        item = Queued(f"msg_{self._ids_prefix}{next(self._ids):x}", parts)
+        item = Queued(f"msg_{self._ids_prefix}{next(self._ids):x}", parts, output=output, tools=tools,
+                      options=options)
         queue.append(item)
         wake = self._wake
         if wake is not None and len(queue) == 1:
@@ -184,9 +183,11 @@ class Session:
                 self._wake_worker()
         self._finish(item, error)
 
-    async def ask(self, message: Message) -> State:
-        """Send a message and wait for the conversation it produced; its exception if processing failed."""
-        message_id = self.send(message)
+    async def ask(self, message: Message, *, output: Any = None, tools: Sequence[ToolSpec] = (),
+                  options: Options | None = None) -> State:
+        """Send a message (see ``send``) and wait for the conversation it produced; its exception if processing
+        failed."""
+        message_id = self.send(message, output=output, tools=tools, options=options)
         item = self._pending[message_id]
         if not item.finished:
             await item.done
@@ -309,9 +310,9 @@ class Session:
                 tracer, "session message", {"session.id": self.id, "session.message_id": item.id}):
             with main_line():  # this task's turns are the conversation; any other task's are branches
                 try:
-                    asked = await self._executor.submit(self._stored, Role.USER, *item.parts,
-                                                        meta=MappingProxyType({"message_id": item.id}))
-                    state = await self.processor(self._executor, asked)
+                    asked = await self._executor.submit(before(self._stored, item.parts), role_of(item.parts),
+                                                        *item.parts, meta=MappingProxyType({"message_id": item.id}))
+                    state = await run_message(self.processor, self._executor, asked, item)
                     if state is not self._stored:  # usually it is: every turn was stored as it completed
                         if not isinstance(state, State) or not extends(state, asked):
                             raise UsageError(
@@ -323,7 +324,7 @@ class Session:
                     # A processor's own task group wraps the one error that failed it: report that error.
                     exc = unwrap(raised) if isinstance(raised, ExceptionGroup) else raised
                     _log.warning("message failed", session=self.id, message=item.id, error=repr(exc))
-                    await self._record_failure(exc, item.id)
+                    await record_failure(self, exc, item.id)
                     if item.posted:
                         await self._mark_done(item.id)
                     self.events.publish(MessageFailed(item.id, str(exc), type(exc).__name__))
@@ -343,15 +344,6 @@ class Session:
     def _stores(self, state: State) -> bool:
         """Whether turns run now on ``state`` are the conversation's: on the main line, extending it."""
         return current_scope().on_main_line and extends(state, self._stored)
-
-    async def _record_failure(self, exc: Exception, message_id: str) -> None:
-        """Store how a message failed (see ``failed_conversation``)."""
-        failed = failed_conversation(self._stored, exc, message_id)
-        if failed is not None:
-            try:
-                await self._persist(failed)
-            except Exception as error:  # the store is what failed: the message's own failure is reported anyway
-                _log.warning("could not store a failed message's outcome", session=self.id, error=repr(error))
 
     def _finish(self, item: Queued, result: State | BaseException | None) -> None:
         item.finish(result)
