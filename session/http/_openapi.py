@@ -157,12 +157,20 @@ OPENAPI: dict[str, Any] = {
             "operationId": "chatCompletions",
             "summary": "OpenAI-compatible Chat Completions: the agent answers the last user message.",
             "description": (
-                "Send the conversation as OpenAI's messages; the last must be the user's. With stream=true the answer "
-                "arrives as chat.completion.chunk server-sent events ending in data: [DONE]; tool calls, tool results "
-                "and verification reports travel as reasoning_content lines. An X-Session-Id header keeps the "
-                "conversation on the server under that id. Errors use OpenAI's error format."),
+                "Send the conversation as OpenAI's messages; the last must be the user's, or the results of the tool "
+                "calls the last answer handed to the client. With stream=true the answer arrives as "
+                "chat.completion.chunk server-sent events ending in data: [DONE]; the agent's own tool calls, tool "
+                "results and verification reports travel as reasoning_content lines. response_format asks for a "
+                "typed answer (the content is the validated JSON); the client's tools are offered beside the agent's, "
+                "and a call to one ends the run with finish_reason tool_calls. An X-Session-Id header keeps the "
+                "conversation on the server under that id; an X-Request-Id makes retries return the first run's "
+                "answer. Errors use OpenAI's error format."),
             "parameters": [{"name": "X-Session-Id", "in": "header", "required": False,
                             "description": "Keep the conversation on the server under this id.",
+                            "schema": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": NOT_BLANK}},
+                           {"name": "X-Request-Id", "in": "header", "required": False,
+                            "description": "An idempotency key: a retry with the same key and body gets the first "
+                                           "run's answer instead of running the agent again.",
                             "schema": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": NOT_BLANK}}],
             "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("ChatRequest")}}},
             "responses": {
@@ -254,7 +262,14 @@ OPENAPI: dict[str, Any] = {
                 "stream": {"type": ["boolean", "null"]},
                 "stream_options": {"type": ["object", "null"], "description": "Only with stream=true.",
                                    "properties": {"include_usage": {"type": "boolean"}}},
-                "n": {"enum": [1, None]}},
+                "n": {"enum": [1, None]},
+                "tools": {"type": ["array", "null"], "items": {"type": "object"},
+                          "description": "Function tools the client runs itself, offered beside the agent's own."},
+                "tool_choice": {"description": "'auto', 'none', 'required' or a named function, for every turn.",
+                                "anyOf": [{"enum": ["auto", "none", "required", None]}, {"type": "object"}]},
+                "parallel_tool_calls": {"type": ["boolean", "null"], "description": "Accepted and not used."},
+                "response_format": {"type": ["object", "null"],
+                                    "description": "text, json_object, or json_schema: a typed answer."}},
                 "if": {"required": ["stream_options"], "properties": {"stream_options": {"type": "object"}}},
                 "then": {"required": ["stream"], "properties": {"stream": {"const": True}}}},
             "ChatCompletion": {"type": "object", "required": ["id", "object", "created", "model", "choices", "usage"],
@@ -263,14 +278,19 @@ OPENAPI: dict[str, Any] = {
                 "model": {"type": "string"},
                 "choices": {"type": "array", "minItems": 1, "maxItems": 1, "items": {
                     "type": "object", "required": ["index", "message", "finish_reason"], "properties": {
-                        "index": {"const": 0}, "finish_reason": {"enum": ["stop", "length"]},
+                        "index": {"const": 0}, "finish_reason": {"enum": ["stop", "length", "tool_calls"]},
                         "message": {"type": "object", "required": ["role", "content"], "properties": {
                             "role": {"const": "assistant"}, "content": {"type": ["string", "null"]},
-                            "reasoning_content": {"type": "string"}}}}}},
+                            "reasoning_content": {"type": "string"},
+                            "tool_calls": {"type": "array", "items": _ref("ToolCall")}}}}}},
                 "usage": {"type": "object", "required": ["prompt_tokens", "completion_tokens", "total_tokens"],
                           "properties": {"prompt_tokens": {"type": "integer", "minimum": 0},
                                          "completion_tokens": {"type": "integer", "minimum": 0},
                                          "total_tokens": {"type": "integer", "minimum": 0}}}}},
+            "ToolCall": {"type": "object", "required": ["id", "type", "function"], "properties": {
+                "id": {"type": "string"}, "type": {"const": "function"},
+                "function": {"type": "object", "required": ["name", "arguments"], "properties": {
+                    "name": {"type": "string"}, "arguments": {"type": "string"}}}}},
             "ChunkEvent": {"type": "object", "required": ["data"], "properties": {"data": {
                 "type": "string", "description": "A chat.completion.chunk object as JSON, an error object as JSON "
                                                  "(the stream then ends), or [DONE] at the end."}}},

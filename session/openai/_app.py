@@ -1,24 +1,41 @@
-"""The OpenAI-compatible endpoint: any OpenAI client can talk to the pattern a ``Manager`` runs.
+"""The OpenAI-compatible endpoint: any OpenAI client can talk to the pattern a ``Manager`` runs, and use it as its
+model, with structured output and its own tools.
 
 ``openai_routes(manager)`` returns ``POST /v1/chat/completions``, ``GET /v1/models`` and ``GET /v1/models/{id}``
 to mount in any Starlette app (which does its own auth); ``openai_app(manager, token=...)`` serves them alone.
 
 Sessions. Chat Completions is stateless: the client sends the whole conversation each time. Each request gets
 a fresh session whose stored conversation is seeded with every message but the last; the last must be the
-user's, and it is the message the session processes. The session is closed once the answer is out, and its
-conversation deleted from the store (when the store can delete) unless ``keep_conversations``. A client that
-wants the server to keep a conversation, with the tool calls, results and reports it never sees, sends an
-``X-Session-Id: <id>`` header: a session that does not exist yet starts from the request's earlier messages;
-one that exists keeps its stored history and only the request's last message is used. The ``user`` field is
-not a session id: clients put a stable end-user id there, shared by all of that user's conversations.
-Responses carry ``X-Session-Id`` whenever the conversation is kept.
+user's (or tool results, below), and it is the message the session processes. The session is closed once the
+answer is out, and its conversation deleted from the store (when the store can delete) unless
+``keep_conversations``. A client that wants the server to keep a conversation, with the tool calls, results and
+reports it never sees, sends an ``X-Session-Id: <id>`` header: a session that does not exist yet starts from
+the request's earlier messages; one that exists keeps its stored history and only the request's last message
+is used. The ``user`` field is not a session id: clients put a stable end-user id there, shared by all of that
+user's conversations. Responses carry ``X-Session-Id`` whenever the conversation is kept.
 
 Answers. ``message.content`` is the final answer (``state.answer``). ``finish_reason`` is ``"stop"``, or
 ``"length"`` when the run was degraded (a budget or cap stopped it and the answer was written with what the
 pattern had), so a degraded run never passes for a clean one. ``usage`` sums every model call the request
-made: all turns after the user's message, not only the last. Sampling parameters (``temperature``,
-``max_tokens`` ...) are accepted and not used: the pattern chooses its own options. Client-side ``tools`` are
-refused: the agent runs its own tools and never hands a call to the client.
+made: all turns after the request's message, not only the last. Sampling parameters (``temperature``,
+``max_tokens`` ...) are accepted and not used: the pattern chooses its own options.
+
+Structured output. ``response_format`` ``json_schema`` (strict or not) and ``json_object`` run the message
+with a typed answer (``cognitive.WithOutput``, native mode): an answer that already validates is kept, else a
+tool-free formatting turn asks the provider for the schema, retried with the validation report. ``content`` is
+the validated JSON (streamed once, at the end). An answer that never validates fails the request (500,
+``verification_failed``). A schema that is not valid JSON Schema, or refers outside itself, is 400.
+
+Client tools. The client's ``tools`` are offered to the model beside the agent's own (a client tool named
+like an agent tool is 400): the agent's tools run on the server as always; a call to a client tool ends the
+run (``loop.external_tools``), and the answer carries it in ``tool_calls`` with ``finish_reason``
+``"tool_calls"`` (when the model called both kinds in one turn, the agent's ran first, and only the client's
+are handed over). The client's next request sends the results as ``tool`` messages after that assistant
+message, and the run goes on from them: in the same stored conversation with ``X-Session-Id`` (the results
+must answer exactly its open calls, else 400), else rebuilt from the messages (where the agent's own calls of
+that turn are not: only a kept conversation holds them). ``tool_choice`` is laid over every turn of the run;
+``parallel_tool_calls`` is accepted and not used. Patterns continue by running again from the results, so a
+multi-stage pattern (``Chain``, ``Router``) goes through its stages again.
 
 What the agent did goes in ``reasoning_content``, a field standard clients ignore and reasoning-aware
 (DeepSeek-style) clients show apart from the answer: the model's reasoning, and a line (or block) for each
@@ -35,14 +52,26 @@ Streaming sends them as they happen, as ``delta.reasoning_content``; a non-strea
 lines in ``message.reasoning_content``.
 
 Streaming (``"stream": true``): ``chat.completion.chunk`` events: the role first, then each text delta as
-``delta.content`` the moment the model streams it, a last chunk with ``finish_reason``, a usage chunk
-(``choices: []``) if ``stream_options.include_usage``, and ``data: [DONE]``; SSE comments keep a quiet stream
-(a long tool call) open through proxies. Sent text cannot be taken back, so content streams from every model
-turn of the run: text a model writes before calling tools, or an answer a verifier rejects, stays in the
-streamed content (turns are separated by a blank line). The streamed content always ends with the final
-answer (sent once more at the end if the last streamed turn was not it, as when an earlier branch won) and
-is exactly the final answer when that is the run's only text, the usual case. A non-streaming answer holds
-the final answer only.
+``delta.content`` the moment the model streams it, calls left for the client as one ``delta.tool_calls``, a
+last chunk with ``finish_reason``, a usage chunk (``choices: []``) if ``stream_options.include_usage``, and
+``data: [DONE]``; SSE comments keep a quiet stream (a long tool call) open through proxies. Sent text cannot be
+taken back, so content streams from every model turn of the run: text a model writes before calling tools, or
+an answer a verifier rejects, stays in the streamed content (turns are separated by a blank line). The
+streamed content always ends with the final answer (sent once more at the end if the last streamed turn was
+not it, as when an earlier branch won) and is exactly the final answer when that is the run's only text, the
+usual case. A non-streaming answer holds the final answer only.
+
+Cancellation. A client that disconnects before its answer (a closed stream, or an SDK timeout on a
+non-streaming request) stops its run: a fresh session is closed; a named session's message is interrupted if
+it is running (one still queued behind another client's message runs later). Tool calls open at that moment
+get "cancelled" results in the stored conversation.
+
+Retries. The SDKs retry timeouts and 5xx answers, which would run the agent, and its tools, again. A request
+with an ``X-Request-Id: <key>`` header is run once per key (per token): a retry with the same key and body
+waits for the first run and gets its answer (a stream gets it as one burst of chunks), kept for
+``idempotency_ttl`` seconds; and when a keyed request's client disconnects, its run waits ``retry_grace``
+seconds for a retry to take it over before it is stopped. The same key with another body is 400
+(``request_id_reused``). An answer that was never accepted (429, 503) is not kept: its retry runs.
 
 Errors. Bad requests are answered as OpenAI does: ``{"error": {"message", "type", "param", "code"}}`` with 400,
 404 (unknown model), 408 (a body slower than ``body_timeout``), 413 (body over ``max_body_bytes``); 503 when
@@ -52,9 +81,7 @@ sessions as its ``quota`` allows (all safe to retry). A body nesting arrays and 
 A run that raises is answered 500 (502 when the model provider failed, 409 when the message was interrupted) with
 ``x-should-retry: false``: a retry would run the agent and its tools again. Mid-stream, the error is a
 ``data: {"error": {...}}`` event and the stream ends with no finish reason and no ``[DONE]`` (the ``openai``
-package raises ``APIError``). A client that disconnects mid-stream interrupts its run: a fresh session is
-closed; a named session's message is interrupted if it is running (one still queued behind another client's
-message runs later).
+package raises ``APIError``).
 """
 
 from __future__ import annotations
@@ -74,11 +101,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from loop import LoopError, UsageError, positive_int, positive_number, tracing
+from loop import EventBus, LoopError, UsageError, positive_int, positive_number, tracing
 from session._bearer import BearerAuth, Refusal, TokenQuota
 from session._manager import Manager, SessionLimit
 from session._session import Session
 from session.openai._completion import SESSION_HEADER, Completion
+from session.openai._replay import KEY_HEADER, Replay, Replays
 from session.stores import DeletingStore
 from session.openai._request import ChatRequest, OpenAIError, parse_chat_request
 
@@ -92,7 +120,8 @@ def openai_routes(manager: Manager, *, model_name: str = "agent", keep_conversat
                   max_body_bytes: int = 4 * 1024 * 1024, session_access: SessionAccess | None = None,
                   session_key: SessionKey | None = None, on_open: SessionOpened | None = None,
                   keepalive: float = 15.0, quota: TokenQuota | None = None,
-                  body_timeout: float = 30.0) -> list[Route]:
+                  body_timeout: float = 30.0, retry_grace: float = 30.0, idempotency_ttl: float = 600.0
+                  ) -> list[Route]:
     """The routes of the OpenAI-compatible API over ``manager`` (see the module docstring for the semantics).
 
     ``model_name`` is the one model listed and accepted. ``session_access(request, session_id)`` (sync or
@@ -104,11 +133,14 @@ def openai_routes(manager: Manager, *, model_name: str = "agent", keep_conversat
     HTTP conduit uses it to keep that session's event log following it). With a ``quota``, every session is
     opened through it, for the request's token. A request's body must arrive within ``body_timeout`` seconds.
     A stream quiet for ``keepalive`` seconds (a long tool call) gets an SSE comment, so
-    proxies do not close it. The manager must be entered (``async with manager:``) while requests are served.
+    proxies do not close it. A request with an ``X-Request-Id`` keeps its answer ``idempotency_ttl`` seconds for
+    retries, and a run whose client left waits ``retry_grace`` seconds for a retry before it is stopped. The
+    manager must be entered (``async with manager:``) while requests are served.
     """
     endpoint = _Endpoint(manager, model_name=model_name, keep_conversations=keep_conversations,
                          max_body_bytes=max_body_bytes, session_access=session_access, session_key=session_key,
-                         on_open=on_open, keepalive=keepalive, quota=quota, body_timeout=body_timeout)
+                         on_open=on_open, keepalive=keepalive, quota=quota, body_timeout=body_timeout,
+                         retry_grace=retry_grace, idempotency_ttl=idempotency_ttl)
     return [
         Route("/v1/chat/completions", endpoint.create, methods=["POST"]),
         Route("/v1/models", endpoint.models, methods=["GET"]),
@@ -146,7 +178,7 @@ class _Endpoint:
     def __init__(self, manager: Manager, *, model_name: str, keep_conversations: bool, max_body_bytes: int,
                  session_access: SessionAccess | None, session_key: SessionKey | None,
                  on_open: SessionOpened | None, keepalive: float, quota: TokenQuota | None,
-                 body_timeout: float) -> None:
+                 body_timeout: float, retry_grace: float, idempotency_ttl: float) -> None:
         if not callable(getattr(manager, "open", None)):
             raise UsageError(f"openai_routes needs a session Manager, got {manager!r}")
         if not isinstance(model_name, str) or not model_name:
@@ -172,7 +204,10 @@ class _Endpoint:
         self.keepalive = float(keepalive)
         self.quota = quota
         self.body_timeout = float(body_timeout)
+        self.retry_grace = float(positive_number("retry_grace", retry_grace, unit="seconds"))
+        self.replays = Replays(ttl=idempotency_ttl)
         self.created = int(time.time())
+        self._agent_tools: frozenset[str] | None = None
 
     def _model(self) -> dict[str, Any]:
         return {"id": self.model_name, "object": "model", "created": self.created, "owned_by": "session"}
@@ -188,13 +223,30 @@ class _Endpoint:
         return JSONResponse(self._model())
 
     async def create(self, request: Request) -> Any:
+        entry = None
         try:
-            chat = parse_chat_request(await self._body(request), model_name=self.model_name)
+            body = await self._body(request)
+            chat = parse_chat_request(body, model_name=self.model_name, agent_tools=self.agent_tools())
+            key = request.headers.get(KEY_HEADER)
+            if key is not None:
+                entry, new = self.replays.take(getattr(request.state, "owner", "anonymous"), key, body)
+                if not new:  # a retry: the first request's run answers it
+                    return Replay(entry, model=self.model_name, stream=chat.stream, include_usage=chat.include_usage)
             session, name, fresh = await self._open(request, chat)
         except OpenAIError as error:
+            if entry is not None:
+                self.replays.drop(entry)  # nothing ran: a retry may run
             return error.response()
-        completion = Completion(self, session, chat, name=name, fresh=fresh)
-        return completion if chat.stream else await completion.respond()
+        completion = Completion(self, session, chat, name=name, fresh=fresh, entry=entry)
+        return completion if chat.stream else await completion.respond(request.receive)
+
+    def agent_tools(self) -> frozenset[str]:
+        """The names of the agent's own tools (a session's step's), which client tools may not take."""
+        if self._agent_tools is None:
+            manager = self.manager
+            step = manager.make_step(manager.provider, EventBus())
+            self._agent_tools = frozenset(t.spec.name for t in getattr(step, "tools", ()))
+        return self._agent_tools
 
     async def _body(self, request: Request) -> bytes:
         too_large = OpenAIError(413, f"The request body is larger than {self.max_body_bytes} bytes.",
@@ -231,6 +283,7 @@ class _Endpoint:
             if not allowed:
                 raise OpenAIError(404, f"No session {named!r} is available to you.", code="session_not_found")
             session = await self._open_key(request, self._key(request, named), chat)
+            _check_results(session, chat)
             if self.on_open is not None:
                 self.on_open(named, session)
             return session, named, False
@@ -268,6 +321,18 @@ class _Endpoint:
                 await store.delete(session_id)
             except LoopError as exc:
                 _log.warning("could not delete a per-request conversation", session=session_id, error=repr(exc))
+
+
+def _check_results(session: Session, chat: ChatRequest) -> None:
+    """Tool results sent to a kept conversation must answer the calls it left for the client."""
+    if isinstance(chat.message, str):
+        return
+    open_ids = sorted(c.id for c in session.state.pending_calls)
+    given = sorted(r.call_id for r in chat.message)
+    if given != open_ids:
+        raise OpenAIError(400, f"The tool messages answer {', '.join(given)}, but the session's open tool calls are "
+                               f"{', '.join(open_ids) or 'none'}; send one tool message for each open call.",
+                          param="messages", code="tool_call_mismatch")
 
 
 def _quota_error(why: str) -> OpenAIError:

@@ -7,70 +7,39 @@ with the HTTP status OpenAI would use (400 for a bad request, 404 for an unknown
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
+from typing import Any, Union
 
 import attrs
-from starlette.responses import Response
 
-from loop import LoopError, Role, Text, ToolCall, ToolResult, Turn
-from session._serving import MAX_JSON_DEPTH, json_depth, json_text, lone_surrogate
+from loop import Options, OutputType, Role, Text, ToolCall, ToolResult, ToolSpec, Turn
+from session._serving import MAX_JSON_DEPTH, json_depth, lone_surrogate
+from session.openai._errors import OpenAIError as OpenAIError  # re-exported: the format's one class
+from session.openai._errors import missing, unsupported, wrong_type
+from session.openai._options import output_of, tool_choice_of, tools_of
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
 _PLAIN = {"system": Role.SYSTEM, "developer": Role.SYSTEM, "user": Role.USER}
 
 
-class OpenAIError(LoopError):
-    """Raised to answer a request with an error in OpenAI's format: HTTP ``status``, ``type``, ``param``, ``code``."""
-
-    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error", param: str | None = None,
-                 code: str | None = None, headers: Mapping[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.type = type
-        self.param = param
-        self.code = code
-        self.headers = dict(headers or {})
-
-    def body(self) -> dict[str, Any]:
-        """The JSON body: ``{"error": {"message", "type", "param", "code"}}``."""
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
-
-    def response(self) -> Response:
-        """The error as a JSON response with its status and headers."""
-        return Response(json_text(self.body(), separators=(",", ":")), self.status, self.headers,
-                        media_type="application/json")
-
-
 @attrs.frozen
 class ChatRequest:
     """A valid Chat Completions request as this endpoint uses it: the turns before the last message, the last
-    (user) message's text, and the streaming settings. Sampling parameters are accepted and not used."""
+    message (a user's text, or the results of the calls the last answer left for the client), the streaming
+    settings, the typed answer ``response_format`` asks for (``output``), the client's ``tools`` and the
+    ``options`` its ``tool_choice`` sets. Sampling parameters are accepted and not used."""
 
     history: tuple[Turn, ...]
-    message: str
+    message: Union[str, tuple[ToolResult, ...]]
     stream: bool = False
     include_usage: bool = False
+    output: OutputType[Any] | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    options: Options | None = None
 
 
-def _missing(param: str) -> OpenAIError:
-    return OpenAIError(400, f"Missing required parameter: '{param}'.", param=param, code="missing_required_parameter")
-
-
-def _wrong_type(param: str, expected: str, value: Any) -> OpenAIError:
-    got = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "an integer",
-           float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
-    return OpenAIError(400, f"Invalid type for '{param}': expected {expected}, but got {got} instead.",
-                       param=param, code="invalid_type")
-
-
-def _unsupported(param: str, message: str) -> OpenAIError:
-    return OpenAIError(400, message, param=param, code="unsupported_value")
-
-
-def parse_chat_request(body: bytes, *, model_name: str) -> ChatRequest:
-    """The request in ``body``; raises ``OpenAIError`` naming the first problem, as OpenAI would."""
+def parse_chat_request(body: bytes, *, model_name: str, agent_tools: frozenset[str] = frozenset()) -> ChatRequest:
+    """The request in ``body``; raises ``OpenAIError`` naming the first problem, as OpenAI would. A client tool
+    named like one of ``agent_tools`` (the agent's own) is refused: the model could not tell them apart."""
     if json_depth(body) > MAX_JSON_DEPTH:
         raise OpenAIError(400, f"The JSON body of your request nests arrays and objects more than {MAX_JSON_DEPTH} "
                                "levels deep.", code="json_too_deep")
@@ -90,44 +59,66 @@ def parse_chat_request(body: bytes, *, model_name: str) -> ChatRequest:
     if model is None:
         raise OpenAIError(400, "you must provide a model parameter", param="model", code="missing_required_parameter")
     if not isinstance(model, str):
-        raise _wrong_type("model", "a string", model)
+        raise wrong_type("model", "a string", model)
     if model != model_name:
         raise OpenAIError(404, f"The model `{model}` does not exist or you do not have access to it. This "
                                f"server serves `{model_name}`.", param="model", code="model_not_found")
     n = data.get("n")
     if n is not None:
         if not isinstance(n, int) or isinstance(n, bool):
-            raise _wrong_type("n", "an integer", n)
+            raise wrong_type("n", "an integer", n)
         if n != 1:
-            raise _unsupported("n", f"n={n} is not supported: this endpoint runs the agent once per request and "
+            raise unsupported("n", f"n={n} is not supported: this endpoint runs the agent once per request and "
                                     "returns one choice, so n must be 1.")
     stream = data.get("stream")
     if stream is not None and not isinstance(stream, bool):
-        raise _wrong_type("stream", "a boolean", stream)
+        raise wrong_type("stream", "a boolean", stream)
     include_usage = _stream_options(data.get("stream_options"), bool(stream))
-    for key in ("tools", "functions"):
-        if data.get(key):
-            raise _unsupported(key, f"'{key}' is not supported: this endpoint runs the agent's own tools and "
-                                    "does not hand tool calls to the client.")
+    if data.get("functions"):
+        raise unsupported("functions", "'functions' is deprecated and not supported; send 'tools'.")
+    tools = tools_of(data.get("tools"))
+    clash = [spec.name for spec in tools if spec.name in agent_tools]
+    if clash:
+        raise OpenAIError(400, f"Invalid 'tools': {', '.join(map(repr, clash))} is the name of one of the agent's "
+                               "own tools; rename the client's tool.", param="tools", code="tool_name_conflict")
+    choice = tool_choice_of(data.get("tool_choice"), {s.name for s in tools} | agent_tools)
+    parallel = data.get("parallel_tool_calls")
+    if parallel is not None and not isinstance(parallel, bool):
+        raise wrong_type("parallel_tool_calls", "a boolean", parallel)
+    output = output_of(data.get("response_format"))
     messages = data.get("messages")
     if messages is None:
-        raise _missing("messages")
+        raise missing("messages")
     if not isinstance(messages, list):
-        raise _wrong_type("messages", "an array", messages)
+        raise wrong_type("messages", "an array", messages)
     if not messages:
         raise OpenAIError(400, "Invalid 'messages': empty array. Expected an array with minimum length 1, but got "
                                "an empty array instead.", param="messages", code="empty_array")
     history = _conversation(messages)
     last = len(messages) - 1
-    if messages[last].get("role") != "user":
-        raise OpenAIError(400, f"The last message must be from the user (messages[{last}] has role "
-                               f"{messages[last].get('role')!r}): the agent answers the newest user message.",
+    options = None if choice is None else Options(tool_choice=choice)
+    role = messages[last].get("role")
+    if role == "tool":
+        results = history[-1].tool_results
+        earlier = history[:-1]
+        earlier[-1] = _left_for_client(earlier[-1])
+        return ChatRequest(tuple(earlier), results, bool(stream), include_usage, output, tools, options)
+    if role != "user":
+        raise OpenAIError(400, f"The last message must be from the user, or tool results (messages[{last}] has "
+                               f"role {role!r}): the agent answers the newest user message.",
                           param=f"messages[{last}].role", code="invalid_value")
     text = history[-1].text
     if not text.strip():
         raise OpenAIError(400, "The last user message is empty.", param=f"messages[{last}].content",
                           code="invalid_value")
-    return ChatRequest(tuple(history[:-1]), text, bool(stream), include_usage)
+    return ChatRequest(tuple(history[:-1]), text, bool(stream), include_usage, output, tools, options)
+
+
+def _left_for_client(turn: Turn) -> Turn:
+    """The assistant turn whose calls the request's last messages answer, marked as having left them for the
+    client (outcome ``pending``), so that a session seeded with it keeps them open for those results."""
+    outcome = {"status": "pending", "reason": "left for the client to answer"}
+    return Turn(turn.role, turn.parts, {**turn.meta, "outcome": outcome}, turn.name)
 
 
 def _stream_options(options: Any, stream: bool) -> bool:
@@ -137,10 +128,10 @@ def _stream_options(options: Any, stream: bool) -> bool:
         raise OpenAIError(400, "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
                           param="stream_options", code="invalid_value")
     if not isinstance(options, dict):
-        raise _wrong_type("stream_options", "an object", options)
+        raise wrong_type("stream_options", "an object", options)
     include = options.get("include_usage", False)
     if not isinstance(include, bool):
-        raise _wrong_type("stream_options.include_usage", "a boolean", include)
+        raise wrong_type("stream_options.include_usage", "a boolean", include)
     return include
 
 
@@ -153,12 +144,12 @@ def _conversation(messages: list[Any]) -> list[Turn]:
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
         if not isinstance(message, dict):
-            raise _wrong_type(where, "an object", message)
+            raise wrong_type(where, "an object", message)
         role = message.get("role")
         if role is None:
-            raise _missing(f"{where}.role")
+            raise missing(f"{where}.role")
         if role == "function":
-            raise _unsupported(f"{where}.role", "The role 'function' is deprecated and not supported; send tool "
+            raise unsupported(f"{where}.role", "The role 'function' is deprecated and not supported; send tool "
                                                 "results with the role 'tool'.")
         if role not in _ROLES:
             raise OpenAIError(400, f"Invalid value: {role!r}. Supported values are: 'system', 'developer', "
@@ -166,7 +157,7 @@ def _conversation(messages: list[Any]) -> list[Turn]:
         if role == "tool":
             call_id = message.get("tool_call_id")
             if call_id is None:
-                raise _missing(f"{where}.tool_call_id")
+                raise missing(f"{where}.tool_call_id")
             call = open_calls.pop(call_id, None) if isinstance(call_id, str) else None
             if call is None:
                 raise OpenAIError(400, "Invalid parameter: messages with role 'tool' must be a response to a "
@@ -189,8 +180,13 @@ def _conversation(messages: list[Any]) -> list[Turn]:
             order = list(open_calls)
         else:
             turns.append(Turn(_PLAIN[role], [Text(_text(message, where))]))
+    if open_calls:
+        raise OpenAIError(400, "An assistant message with 'tool_calls' must be followed by tool messages "
+                               "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+                               f"response messages: {', '.join(open_calls)}", param=f"messages[{len(messages) - 1}]",
+                          code="invalid_value")
     if results:
-        turns.append(Turn(Role.TOOL, [results[call_id] for call_id in order if call_id in results]))
+        turns.append(Turn(Role.TOOL, [results[call_id] for call_id in order]))
     return turns
 
 
@@ -199,24 +195,24 @@ def _text(message: dict[str, Any], where: str, *, required: bool = True) -> str:
     content = message.get("content")
     if content is None:
         if required:
-            raise _missing(f"{where}.content")
+            raise missing(f"{where}.content")
         return ""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
-        raise _wrong_type(f"{where}.content", "a string or an array of content parts", content)
+        raise wrong_type(f"{where}.content", "a string or an array of content parts", content)
     pieces = []
     for j, part in enumerate(content):
         if not isinstance(part, dict):
-            raise _wrong_type(f"{where}.content[{j}]", "an object", part)
+            raise wrong_type(f"{where}.content[{j}]", "an object", part)
         kind = part.get("type")
         if kind == "text":
             text = part.get("text")
             if not isinstance(text, str):
-                raise _wrong_type(f"{where}.content[{j}].text", "a string", text)
+                raise wrong_type(f"{where}.content[{j}].text", "a string", text)
             pieces.append(text)
         elif kind != "refusal":
-            raise _unsupported(f"{where}.content[{j}].type", f"Content parts of type {kind!r} are not "
+            raise unsupported(f"{where}.content[{j}].type", f"Content parts of type {kind!r} are not "
                                                              "supported: this endpoint reads text only.")
     return "\n".join(pieces)
 
@@ -225,23 +221,23 @@ def _calls(raw: Any, where: str) -> list[ToolCall]:
     if raw is None:
         return []
     if not isinstance(raw, list):
-        raise _wrong_type(where, "an array", raw)
+        raise wrong_type(where, "an array", raw)
     calls = []
     for j, call in enumerate(raw):
         at = f"{where}[{j}]"
         if not isinstance(call, dict):
-            raise _wrong_type(at, "an object", call)
+            raise wrong_type(at, "an object", call)
         if call.get("type", "function") != "function":
-            raise _unsupported(f"{at}.type", f"Tool calls of type {call.get('type')!r} are not supported.")
+            raise unsupported(f"{at}.type", f"Tool calls of type {call.get('type')!r} are not supported.")
         call_id, function = call.get("id"), call.get("function")
         if not isinstance(call_id, str) or not call_id:
-            raise _wrong_type(f"{at}.id", "a non-empty string", call_id)
+            raise wrong_type(f"{at}.id", "a non-empty string", call_id)
         if not isinstance(function, dict):
-            raise _wrong_type(f"{at}.function", "an object", function)
+            raise wrong_type(f"{at}.function", "an object", function)
         name, arguments = function.get("name"), function.get("arguments", "{}")
         if not isinstance(name, str) or not name:
-            raise _wrong_type(f"{at}.function.name", "a non-empty string", name)
+            raise wrong_type(f"{at}.function.name", "a non-empty string", name)
         if not isinstance(arguments, str):
-            raise _wrong_type(f"{at}.function.arguments", "a string", arguments)
+            raise wrong_type(f"{at}.function.arguments", "a string", arguments)
         calls.append(ToolCall(call_id, name, arguments))
     return calls

@@ -405,7 +405,7 @@ async def test_concurrent_requests_on_one_session_each_stream_their_own_answer()
 
 
 def test_the_trace_shows_reports_by_their_kind_including_ones_stored_before_turn_kinds() -> None:
-    from session.openai._completion import _trace
+    from session.openai._answer import trace_lines as _trace
 
     turns = [Turn(Role.SYSTEM, [Text("# Verification: failed")], {"kind": "verification", "attempt": 2}),
              Turn(Role.SYSTEM, [Text("a budget note")], {"kind": TurnKind.BUDGET}),

@@ -19,6 +19,7 @@ from session.openai._request import parse_chat_request
 
 USER = {"role": "user", "content": "hi"}
 CALL = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+FN = {"type": "function", "function": {"name": "f"}}
 
 
 @asynccontextmanager
@@ -70,8 +71,32 @@ CASES = [
     (body(stream="yes"), 400, "stream", "invalid_type", "expected a boolean"),
     (body(stream_options={"include_usage": True}), 400, "stream_options", "invalid_value",
      "only allowed when 'stream' is enabled"),
-    (body(tools=[{"type": "function", "function": {"name": "f"}}]), 400, "tools", "unsupported_value",
-     "runs the agent's own tools"),
+    (body(functions=[{"name": "f"}]), 400, "functions", "unsupported_value", "send 'tools'"),
+    (body(tools={"f": {}}), 400, "tools", "invalid_type", "expected an array"),
+    (body(tools=[{"type": "retrieval"}]), 400, "tools[0].type", "unsupported_value", "function tools"),
+    (body(tools=[{"type": "function", "function": {"name": "look up"}}]), 400, "tools[0].function.name",
+     "invalid_value", "letters, digits"),
+    (body(tools=[FN, FN]), 400, "tools[1].function.name", "duplicate_tool_name", "given twice"),
+    (body(tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "array"}}}]), 400,
+     "tools[0].function.parameters", "invalid_value", "of type 'object'"),
+    (body(tools=[FN], tool_choice={"type": "function", "function": {"name": "g"}}), 400,
+     "tool_choice.function.name", "invalid_value", "no tool named 'g'"),
+    (body(tool_choice="sometimes"), 400, "tool_choice", "invalid_value", "'required'"),
+    (body(parallel_tool_calls="yes"), 400, "parallel_tool_calls", "invalid_type", "expected a boolean"),
+    (body(response_format="json"), 400, "response_format", "invalid_type", "expected an object"),
+    (body(response_format={"type": "xml"}), 400, "response_format.type", "invalid_value", "'json_schema'"),
+    (body(response_format={"type": "json_schema", "json_schema": {"schema": {}}}), 400,
+     "response_format.json_schema.name", "invalid_value", "1 to 64"),
+    (body(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "objekt"}}}),
+     400, "response_format.json_schema.schema", "invalid_schema", "not a valid JSON schema"),
+    (body(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {"$ref": "#"}}}), 400,
+     "response_format.json_schema.schema", "invalid_schema", "without end"),
+    (body(response_format={"type": "json_schema", "json_schema": {
+        "name": "x", "schema": {"$ref": "https://example.com/schema.json"}}}), 400,
+     "response_format.json_schema.schema", "unsupported_value", "points outside the schema"),
+    (body(messages=[USER, {"role": "assistant", "tool_calls": [CALL, {**CALL, "id": "c2"}]},
+                    {"role": "tool", "tool_call_id": "c1", "content": "1"}]), 400, "messages[2]", "invalid_value",
+     "did not have response messages: c2"),
 ]
 
 

@@ -1,0 +1,185 @@
+"""What a finished run looks like on the wire: the ``Answer`` a request gets (the message, its finish reason and
+usage), the deltas a stream sends while the run goes on, and the error a failed run is answered with."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from cognitive import answer_value
+from loop import (LoopError, OutputType, Reasoning, ReasoningDelta, Role, State, TextDelta, ToolCall, ToolFinished,
+                  ToolResult, ToolStarted, Turn, TurnCompleted, TurnKind, TurnStarted, Usage)
+from loop.errors import ProviderError
+from session._serving import json_text
+from session._session import SessionBusy, SessionClosed
+from session.openai._errors import OpenAIError
+
+
+@attrs.frozen
+class Answer:
+    """A finished run as the client sees it: the assistant ``message`` (``content``, ``reasoning_content``,
+    ``tool_calls``), the ``finish_reason`` and the ``usage`` of every model call the request made."""
+
+    message: dict[str, Any]
+    finish_reason: str
+    usage: dict[str, Any]
+
+    @classmethod
+    def of(cls, state: State, turns: list[Turn], *, output: OutputType[Any] | None,
+           client_tools: frozenset[str]) -> Answer:
+        """The answer to a request whose run left ``state``, having added ``turns``: a typed answer's content is
+        its validated JSON; calls left for the client are its ``tool_calls`` (``finish_reason`` "tool_calls")."""
+        calls = [c for c in state.pending_calls if c.name in client_tools] if _left_open(state) else []
+        content = state.answer
+        if output is not None and not calls:
+            content = json_text(typed_value(state, output), separators=(",", ":"))
+        message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+        trace = "".join(f"{line}\n" for line in trace_lines(turns, state))
+        if trace:
+            message["reasoning_content"] = trace
+        if calls:
+            message["tool_calls"] = [_tool_call(c) for c in calls]
+        return cls(message, "tool_calls" if calls else _finish(state), usage(turns))
+
+
+def typed_value(state: State, output: OutputType[Any]) -> Any:
+    """The validated JSON value of the answer, as ``WithOutput`` kept it in the outcome."""
+    return answer_value(state, output)
+
+
+def _left_open(state: State) -> bool:
+    outcome = state.outcome
+    return outcome is not None and outcome.status == "pending"
+
+
+def _tool_call(call: ToolCall) -> dict[str, Any]:
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+
+
+def stream_tool_calls(calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """The delta that hands ``calls`` (as ``Answer.message`` holds them) to a streaming client, each at its index."""
+    return {"tool_calls": [{"index": i, **call} for i, call in enumerate(calls)]}
+
+
+class Deltas:
+    """Turns one message's events into chunk deltas: text as ``content`` (unless the answer is typed: its content
+    is the validated JSON, sent at the end), the rest as ``reasoning_content``."""
+
+    def __init__(self, *, typed: bool = False) -> None:
+        self.typed = typed
+        self.wrote_content = False
+        self.turn_text: list[str] = []  # the text streamed since the last model turn began
+        self.mid_line = False  # the reasoning sent so far does not end with a newline
+
+    def of(self, event: Any) -> list[dict[str, str]]:
+        if isinstance(event, TurnStarted):
+            self.turn_text = []
+        elif isinstance(event, TextDelta) and event.text and not self.typed:
+            return [self.content(event.text)]
+        elif isinstance(event, ReasoningDelta) and event.text:
+            self.mid_line = not event.text.endswith("\n")
+            return [{"reasoning_content": event.text}]
+        elif isinstance(event, ToolStarted):
+            return [self.line(_call_line(event.call))]
+        elif isinstance(event, ToolFinished):
+            return [self.line(_result_line(event.result))]
+        elif isinstance(event, TurnCompleted) and event.turn.kind is TurnKind.VERIFICATION:
+            return [self.line(_report_line(event.turn))]
+        return []
+
+    def content(self, text: str) -> dict[str, str]:
+        separator = "\n\n" if self.wrote_content and not self.turn_text else ""
+        self.wrote_content = True
+        self.turn_text.append(text)
+        return {"content": separator + text}
+
+    def answer(self, answer: str | None) -> list[dict[str, str]]:
+        """What makes the streamed content end with ``answer``: nothing when the last turn streamed it; the
+        answer itself when it was not streamed (a turn middleware replayed it, the answer is typed) or another
+        branch won."""
+        if not answer or "".join(self.turn_text) == answer:
+            return []
+        self.turn_text = []
+        return [self.content(answer)]
+
+    def line(self, text: str) -> dict[str, str]:
+        prefix = "\n" if self.mid_line else ""
+        self.mid_line = False
+        return {"reasoning_content": f"{prefix}{text}\n"}
+
+
+def _call_line(call: ToolCall) -> str:
+    return f"→ calling {call.name}({call.arguments})"
+
+
+def _result_line(result: ToolResult) -> str:
+    return f"← {result.name}: {result.content}"
+
+
+def _report_line(turn: Turn) -> str:
+    attempt = turn.meta.get("attempt")
+    return f"verification report{f' (attempt {attempt})' if attempt else ''}:\n{turn.text.rstrip()}"
+
+
+def not_ok(state: State) -> bool:
+    """Whether the run ended neither ok nor with calls left for the client: degraded or failed."""
+    outcome = state.outcome
+    return outcome is not None and outcome.status not in ("ok", "pending")
+
+
+def degraded_line(state: State) -> str:
+    outcome = state.outcome
+    reason = outcome.reason if outcome is not None else ""
+    return f"{outcome.status if outcome is not None else 'degraded'}: {reason or 'the run stopped early'}"
+
+
+def trace_lines(turns: list[Turn], state: State) -> list[str]:
+    """The ``reasoning_content`` lines for what ``turns`` hold, as the stream would have sent them."""
+    lines = []
+    handed = {c.id for c in state.pending_calls}  # left for the client: its tool_calls, not its trace
+    for turn in turns:
+        if turn.role is Role.ASSISTANT:
+            lines += [p.text.rstrip("\n") for p in turn.parts if type(p) is Reasoning and p.text]
+            lines += [_call_line(c) for c in turn.tool_calls if c.id not in handed]
+        elif turn.role is Role.TOOL:
+            lines += [_result_line(r) for r in turn.tool_results]
+        elif turn.kind is TurnKind.VERIFICATION:
+            lines.append(_report_line(turn))
+    if not_ok(state):
+        lines.append(degraded_line(state))
+    return lines
+
+
+def _finish(state: State) -> str:
+    # A run that did not end ok never passes for a clean one: "length" says the answer was cut short.
+    return "length" if not_ok(state) else "stop"
+
+
+def usage(turns: list[Turn]) -> dict[str, Any]:
+    total = sum((t.usage for t in turns if t.usage is not None), Usage())
+    return {"prompt_tokens": total.input_tokens, "completion_tokens": total.output_tokens,
+            "total_tokens": total.total_tokens, "prompt_tokens_details": {"cached_tokens": total.cache_read_tokens}}
+
+
+def sse(data: dict[str, Any]) -> bytes:
+    return f"data: {json_text(data, separators=(',', ':'))}\n\n".encode()
+
+
+def failure(exc: Exception) -> OpenAIError:
+    """The answer to a run that raised. Only a message that was never accepted may be retried by the client:
+    any other retry would run the agent, and its tools, again."""
+    if isinstance(exc, SessionBusy):
+        return OpenAIError(429, str(exc), type="requests", code="session_busy")
+    no_retry = {"x-should-retry": "false"}
+    if isinstance(exc, SessionClosed):
+        return OpenAIError(409, f"The message was interrupted before it finished: {exc}", type="server_error",
+                           code="interrupted", headers=no_retry)
+    if isinstance(exc, ProviderError):
+        return OpenAIError(502, f"The model provider failed: {exc}", type="server_error", code="provider_error",
+                           headers=no_retry)
+    if isinstance(exc, LoopError):
+        code = "".join(f"_{c.lower()}" if c.isupper() else c for c in type(exc).__name__).lstrip("_")
+        return OpenAIError(500, f"The agent run failed: {exc}", type="server_error", code=code, headers=no_retry)
+    return OpenAIError(500, f"The agent run failed with {type(exc).__name__}; the server log has the details.",
+                       type="server_error", code="internal_error", headers=no_retry)

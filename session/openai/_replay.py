@@ -1,0 +1,153 @@
+"""Idempotent requests: a request carrying ``X-Request-Id`` runs the agent once, however often it is retried.
+
+The first request with a key runs; a retry with the same key (from the same owner) waits for that run, or takes
+its stored answer, instead of running the agent again. Answers are kept ``ttl`` seconds, at most ``size`` of
+them (the oldest go first). A key sent again with a different body is a client bug, answered 400.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import OrderedDict
+from typing import Any
+
+import anyio
+
+from loop import positive_int, positive_number
+from session._serving import json_text
+from session.openai._answer import Answer, sse, stream_tool_calls
+from session.openai._errors import OpenAIError
+
+KEY_HEADER = "x-request-id"
+
+
+class Entry:
+    """One key's run: ``done`` once its ``result`` (an ``Answer`` or the ``OpenAIError`` answered) is in;
+    ``attached`` once a retry waits for it."""
+
+    def __init__(self, key: tuple[str, str], fingerprint: str, expires: float) -> None:
+        self.key = key  # (owner, X-Request-Id)
+        self.fingerprint = fingerprint
+        self.expires = expires
+        self.done = anyio.Event()
+        self.attached = anyio.Event()
+        self.result: Answer | OpenAIError | None = None
+        self.id = ""
+        self.created = 0
+        self.headers: dict[str, str] = {}
+
+    def finish(self, result: Answer | OpenAIError, *, id: str, created: int, headers: dict[str, str]) -> None:
+        if not self.done.is_set():
+            self.result, self.id, self.created, self.headers = result, id, created, headers
+            self.done.set()
+
+
+class Replays:
+    """The entries by (owner, key), oldest first."""
+
+    def __init__(self, *, ttl: float = 600.0, size: int = 1000) -> None:
+        self.ttl = positive_number("idempotency_ttl", ttl, unit="seconds")
+        self.size = positive_int("idempotency_size", size)
+        self._entries: OrderedDict[tuple[str, str], Entry] = OrderedDict()
+
+    def take(self, owner: str, key: str, body: bytes) -> tuple[Entry, bool]:
+        """The entry for ``key``, and whether it is new (this request runs) rather than an earlier run's.
+        Raises ``OpenAIError`` (400) when the key was used for another body."""
+        if not key or len(key) > 200 or not key.isprintable():
+            raise OpenAIError(400, "The X-Request-Id header must be 1 to 200 printable characters.",
+                              code="invalid_request_id")
+        now = time.monotonic()
+        while self._entries:
+            oldest = next(iter(self._entries.values()))
+            if oldest.expires > now and len(self._entries) < self.size:
+                break
+            self._entries.popitem(last=False)
+        fingerprint = hashlib.sha256(body).hexdigest()
+        found = self._entries.get((owner, key))
+        if found is not None:
+            if found.fingerprint != fingerprint:
+                raise OpenAIError(400, f"The X-Request-Id {key!r} was already used for a different request; an "
+                                       "idempotency key names one request and its retries.",
+                                  code="request_id_reused")
+            return found, False
+        entry = self._entries[(owner, key)] = Entry((owner, key), fingerprint, now + self.ttl)
+        return entry, True
+
+    def drop(self, entry: Entry) -> None:
+        """Forget ``entry`` (its run was abandoned, or never started): a later retry runs afresh."""
+        if self._entries.get(entry.key) is entry:
+            del self._entries[entry.key]
+
+
+class Replay:
+    """The ASGI answer to a retry: waits for the first run's result and sends it, as a ``chat.completion`` or,
+    for a streaming request, as one burst of chunks."""
+
+    def __init__(self, entry: Entry, *, model: str, stream: bool, include_usage: bool) -> None:
+        self.entry = entry
+        self.model = model
+        self.stream = stream
+        self.include_usage = include_usage
+        entry.attached.set()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        async with anyio.create_task_group() as group:
+            async def gone() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                group.cancel_scope.cancel()  # this retry's client left too: the run goes on for the next
+
+            group.start_soon(gone)
+            await self.entry.done.wait()
+            group.cancel_scope.cancel()
+        if not self.entry.done.is_set():
+            return
+        result = self.entry.result
+        if isinstance(result, OpenAIError):
+            await result.response()(scope, receive, send)
+            return
+        assert result is not None  # set with done
+        headers = [(k.encode(), v.encode()) for k, v in self.entry.headers.items()]
+        if not self.stream:
+            body = json_text(completion(self.entry.id, self.entry.created, self.model, result),
+                             separators=(",", ":")).encode()
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"application/json"), *headers]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream; charset=utf-8"), *headers]})
+        await send({"type": "http.response.body", "body": b"".join(self._chunks(result)), "more_body": False})
+
+    def _chunks(self, answer: Answer) -> list[bytes]:
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+            body: dict[str, Any] = {"id": self.entry.id, "object": "chat.completion.chunk",
+                                    "created": self.entry.created, "model": self.model, "choices": [choice]}
+            if self.include_usage:
+                body["usage"] = None
+            return sse(body)
+
+        message = answer.message
+        out = [chunk({"role": "assistant", "content": ""})]
+        if message.get("reasoning_content"):
+            out.append(chunk({"reasoning_content": message["reasoning_content"]}))
+        if message.get("content"):
+            out.append(chunk({"content": message["content"]}))
+        if message.get("tool_calls"):
+            out.append(chunk(stream_tool_calls(message["tool_calls"])))
+        out.append(chunk({}, answer.finish_reason))
+        if self.include_usage:
+            out.append(sse({"id": self.entry.id, "object": "chat.completion.chunk", "created": self.entry.created,
+                            "model": self.model, "choices": [], "usage": answer.usage}))
+        out.append(b"data: [DONE]\n\n")
+        return out
+
+
+def completion(id: str, created: int, model: str, answer: Answer) -> dict[str, Any]:
+    """The ``chat.completion`` object for ``answer``."""
+    return {"id": id, "object": "chat.completion", "created": created, "model": model,
+            "choices": [{"index": 0, "message": answer.message, "logprobs": None,
+                         "finish_reason": answer.finish_reason}],
+            "usage": answer.usage}
