@@ -23,6 +23,8 @@ Conformance (in the spirit of ``trio.testing.check_one_way_stream``):
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -181,7 +183,7 @@ def event_recorder() -> Iterator[Callable[[Step | EventBus], EventRecorder]]:
         recorder.close()
 
 
-def _refuse(request: httpx.Request) -> None:
+def _refuse(request: Any) -> None:
     if not is_loopback(request.url.host):
         raise ModelCallBlocked(
             f"a test tried to reach {request.url.scheme}://{request.url.host}: real model and network calls are "
@@ -193,19 +195,26 @@ def _refuse(request: httpx.Request) -> None:
 def no_model_calls(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in MODEL_ENV:
         monkeypatch.delenv(name, raising=False)
-    sync_send = httpx.HTTPTransport.handle_request
-    async_send = httpx.AsyncHTTPTransport.handle_async_request
+    # httpx, and httpx2 where installed: the openai SDK (and the frameworks over it) sends through httpx2.
+    clients = [httpx] + [importlib.import_module(n) for n in ("httpx2",) if importlib.util.find_spec(n) is not None]
+    for client in clients:
+        _guard(monkeypatch, client.HTTPTransport, client.AsyncHTTPTransport)
 
-    def guarded_sync(self: httpx.HTTPTransport, request: httpx.Request) -> httpx.Response:
+
+def _guard(monkeypatch: pytest.MonkeyPatch, sync_transport: Any, async_transport: Any) -> None:
+    sync_send = sync_transport.handle_request
+    async_send = async_transport.handle_async_request
+
+    def guarded_sync(self: Any, request: Any) -> Any:
         _refuse(request)
         return sync_send(self, request)
 
-    async def guarded_async(self: httpx.AsyncHTTPTransport, request: httpx.Request) -> httpx.Response:
+    async def guarded_async(self: Any, request: Any) -> Any:
         _refuse(request)
         return await async_send(self, request)
 
-    monkeypatch.setattr(httpx.HTTPTransport, "handle_request", guarded_sync)
-    monkeypatch.setattr(httpx.AsyncHTTPTransport, "handle_async_request", guarded_async)
+    monkeypatch.setattr(sync_transport, "handle_request", guarded_sync)
+    monkeypatch.setattr(async_transport, "handle_async_request", guarded_async)
 
 
 @pytest.fixture(autouse=True)

@@ -347,6 +347,14 @@ async def test_an_async_request_off_the_machine_is_refused(tripwire, {fixture}):
     assert tripwire == []
 
 
+def test_a_request_through_httpx2_is_refused_too({fixture}):
+    # The openai SDK sends through httpx2 (installed with it); the guard covers it as well.
+    httpx2 = pytest.importorskip("httpx2")
+    with httpx2.Client(trust_env=False) as client:
+        with pytest.raises(ModelCallBlocked, match="http://model.invalid"):
+            client.get("http://model.invalid/v1/models")
+
+
 async def test_loopback_still_works(loopback, {fixture}):
     with httpx.Client(trust_env=False) as client:
         assert client.get(loopback).text == "hello"
@@ -391,7 +399,7 @@ def test_no_model_calls_blocks_hosts_off_the_machine(pytester: pytest.Pytester, 
     pytester.makepyfile(test_guarded=GUARDED_TESTS.format(fixture="no_model_calls"),
                         test_unguarded=UNGUARDED_TESTS)
     result = pytester.runpytest_subprocess(*QUIET)
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=7)
 
 
 def test_the_ini_option_guards_every_test(pytester: pytest.Pytester, model_keys: None) -> None:
@@ -399,7 +407,7 @@ def test_the_ini_option_guards_every_test(pytester: pytest.Pytester, model_keys:
     pytester.makeconftest(GUARD_CONFTEST)
     pytester.makepyfile(test_guarded=GUARDED_TESTS.format(fixture="request"))
     result = pytester.runpytest_subprocess(*QUIET)
-    result.assert_outcomes(passed=4)
+    result.assert_outcomes(passed=5)
 
 
 def test_this_session_runs_guarded() -> None:
