@@ -1,9 +1,6 @@
 """The OpenAI-compatible endpoint over a real uvicorn server on 127.0.0.1, with the official ``openai`` client."""
 
-import logging
-import socket
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -11,54 +8,23 @@ from typing import Any
 import anyio
 import openai
 import pytest
-import uvicorn
 
 from cognitive import new_turn_processor, react_factory
 from loop import Request, TextDelta
 from provider import Function
 from session import Manager, MemoryStore
 from session.openai import openai_app
+from tests.session.openai.threaded import Errors, serving_app
 
 TOKEN = "loopback-token"
 ASK = [{"role": "user", "content": "hello"}]
 
 
-class Errors(logging.Handler):
-    """Collects the error records uvicorn logs (an exception escaping the app is one)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.ERROR)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
 @contextmanager
 def serving(manager: Manager) -> Iterator[tuple[str, Errors]]:
-    """Runs ``openai_app(manager)`` on a pre-bound loopback socket in a thread; its lifespan enters the manager."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(openai_app(manager, token=TOKEN), lifespan="on", log_level="error", access_log=False,
-                            timeout_graceful_shutdown=1)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    errors = Errors()
-    logging.getLogger("uvicorn.error").addHandler(errors)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 10
-        while not server.started:
-            if time.monotonic() > deadline or not thread.is_alive():
-                raise RuntimeError("the loopback server did not start")
-            time.sleep(0.01)
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1", errors
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
-        logging.getLogger("uvicorn.error").removeHandler(errors)
+    """Runs ``openai_app(manager)`` on a loopback socket in a thread; its lifespan enters the manager."""
+    with serving_app(openai_app(manager, token=TOKEN)) as served:
+        yield served
 
 
 class Model:
