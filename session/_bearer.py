@@ -2,8 +2,9 @@
 how many sessions each token may hold open there.
 
 The HTTP conduit, the OpenAI-compatible app and the MCP conduit over HTTP all use it; each answers a refused
-request in its own error format (``error_body``), and otherwise they behave the same: a 401 with a
-``WWW-Authenticate: Bearer`` challenge, a case-insensitive scheme, and tokens compared in constant time.
+request in its own error format (``error_body``, or one per path prefix: ``error_bodies``), and otherwise they
+behave the same: a 401 with a ``WWW-Authenticate: Bearer`` challenge, a case-insensitive scheme, and tokens
+compared in constant time.
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ from session._session import Session
 
 Refusal = Literal["missing", "invalid"]
 """Why a request was refused: it sent no bearer token, or one that is not valid."""
+Scope = dict[str, Any]
+ErrorBody = Callable[[Refusal], Mapping[str, Any]]
+"""The JSON body of a refused request, from why it was refused."""
+Challenge = Callable[[Scope, Refusal], str]
+"""The ``WWW-Authenticate`` value of a refused request, from the request's ASGI scope and why it was refused."""
 
 _MESSAGES: dict[Refusal, str] = {
     "missing": "this route needs an 'Authorization: Bearer <token>' header",
@@ -32,6 +38,11 @@ def unauthorized(refusal: Refusal) -> dict[str, Any]:
     return {"error": {"type": "unauthorized", "message": _MESSAGES[refusal]}}
 
 
+def under(path: str, prefix: str) -> bool:
+    """Whether ``path`` is ``prefix`` or below it, by whole segments: ``/v1`` holds ``/v1/models``, not ``/v1x``."""
+    return path == prefix or path.startswith(prefix.rstrip("/") + "/")
+
+
 def owner_of(token: str) -> str:
     """The name a token's sessions and logs go by: a short digest, so the token never reaches a log."""
     return "tok_" + hashlib.sha256(token.encode()).hexdigest()[:16]
@@ -41,23 +52,27 @@ class BearerAuth:
     """Requires ``Authorization: Bearer <token>`` with one of ``tokens`` on every path but ``open_paths``.
 
     A refused request gets 401, ``WWW-Authenticate: Bearer realm="<realm>"`` (plain ``Bearer`` with
-    ``realm=None``) and the JSON body ``error_body(refusal)``. A request let in has its owner
-    (``owner_of(token)``) in ``scope["state"]["owner"]``.
+    ``realm=None``; ``challenge(scope, refusal)`` instead, when given) and the JSON body
+    ``error_body(refusal)``, or, for a path under one of the prefixes of ``error_bodies`` (the longest that
+    holds it), that prefix's body. A request let in has its owner (``owner_of(token)``) in
+    ``scope["state"]["owner"]``.
     With ``tokens=None`` every request is let in as the owner ``"anonymous"`` (only for a server on a loopback
     address; the conduits check that). Other ASGI scopes (lifespan) pass through.
     """
 
     def __init__(self, app: Callable[..., Any], *, tokens: Iterable[str] | None, open_paths: Iterable[str] = (),
-                 realm: str | None = "session",
-                 error_body: Callable[[Refusal], Mapping[str, Any]] = unauthorized) -> None:
+                 realm: str | None = "session", error_body: ErrorBody = unauthorized,
+                 error_bodies: Mapping[str, ErrorBody] | None = None, challenge: Challenge | None = None) -> None:
         if isinstance(tokens, str):
             raise UsageError("tokens must be a list of tokens, not one string")
         self.app = app
         self._tokens = None if tokens is None else tuple(
             (hashlib.sha256(t.encode()).digest(), owner_of(t)) for t in tokens)
         self._open = frozenset(open_paths)
-        challenge = "Bearer" if realm is None else f'Bearer realm="{realm}"'
-        self._headers = [(b"content-type", b"application/json"), (b"www-authenticate", challenge.encode("latin-1"))]
+        plain = "Bearer" if realm is None else f'Bearer realm="{realm}"'
+        self._challenge: Challenge = challenge or (lambda scope, refusal: plain)
+        # Longest prefix first, so that the most specific body wins.
+        self._bodies = sorted((error_bodies or {}).items(), key=lambda item: -len(item[0]))
         self._error_body = error_body
 
     def _owner(self, token: bytes) -> str | None:
@@ -70,13 +85,15 @@ class BearerAuth:
                 found = owner
         return found
 
-    async def _refuse(self, send: Any, refusal: Refusal) -> None:
-        body = json.dumps(self._error_body(refusal)).encode()
-        await send({"type": "http.response.start", "status": 401,
-                    "headers": [*self._headers, (b"content-length", str(len(body)).encode())]})
+    async def _refuse(self, scope: Scope, send: Any, refusal: Refusal) -> None:
+        make = next((body for prefix, body in self._bodies if under(scope["path"], prefix)), self._error_body)
+        body = json.dumps(make(refusal)).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                   (b"www-authenticate", self._challenge(scope, refusal).encode("latin-1"))]
+        await send({"type": "http.response.start", "status": 401, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["path"] in self._open:
             await self.app(scope, receive, send)
             return
@@ -87,11 +104,11 @@ class BearerAuth:
             scheme, _, credentials = header.partition(b" ")
             credentials = credentials.strip()
             if scheme.lower() != b"bearer" or not credentials:
-                await self._refuse(send, "missing")
+                await self._refuse(scope, send, "missing")
                 return
             found = self._owner(credentials)
             if found is None:
-                await self._refuse(send, "invalid")
+                await self._refuse(scope, send, "invalid")
                 return
             owner = found
         scope.setdefault("state", {})["owner"] = owner

@@ -1,21 +1,26 @@
-"""The command line: ``python -m session chat|serve MODULE:FACTORY``."""
+"""The command line: ``python -m session chat|serve|mcp MODULE:FACTORY``."""
 
 from __future__ import annotations
 
 import argparse
 import gc
 import importlib
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from loop import EventBus, LoopError, Provider, UsageError, tracing
 from session._groups import unwrap
 from session._manager import Manager, StepFactory, step_factory
+from session._serving import DEFAULT_MAX_BODY_BYTES
 from session.stores._open import open_store
+
+if TYPE_CHECKING:
+    from session.http import RateLimit
 
 DEFAULT_STORE = "sqlite:///sessions.db"
 
@@ -92,6 +97,75 @@ def step_maker(module: Any) -> StepFactory:
     return step_factory(getattr(module, "TOOLS", ()))
 
 
+def _count(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return count
+
+
+def _count_or_off(text: str) -> int | None:
+    return None if text.strip().lower() == "off" else _count(text)
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return seconds
+
+
+def _rate_limit(text: str) -> RateLimit | None:
+    """``RATE[:BURST]`` as a ``RateLimit`` (BURST: the class's default), or ``None`` for ``off``."""
+    from session.http import RateLimit
+
+    if text.strip().lower() == "off":
+        return None
+    rate, sep, burst = text.partition(":")
+    try:
+        per_second = float(rate)
+        if not math.isfinite(per_second):
+            raise ValueError(rate)
+        return RateLimit(per_second=per_second, burst=_count(burst)) if sep else RateLimit(per_second=per_second)
+    except (ValueError, UsageError, argparse.ArgumentTypeError):
+        raise argparse.ArgumentTypeError(f"expected RATE[:BURST] (requests a second, and a whole number of them at "
+                                         f"once: 20 or 20:100), or off; got {text!r}") from None
+
+
+def _token(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the token is empty; give the token clients must send, or leave --token "
+                                         "out (with SESSION_TOKEN unset) to serve this machine only without one")
+    return text
+
+
+def _limit_flags(cmd: argparse.ArgumentParser, name: str) -> None:
+    """The server's limits: all of them for ``serve``; for ``mcp``, those its HTTP server has."""
+    only = " (with --http)" if name == "mcp" else ""
+    cmd.add_argument("--max-body-bytes", type=_count, default=DEFAULT_MAX_BODY_BYTES, metavar="N",
+                     help=f"refuse request bodies over N bytes with 413{only} (default: %(default)s, 4 MiB)")
+    cmd.add_argument("--header-timeout", type=_seconds, default="10", metavar="SECONDS",
+                     help=f"how long a connection may take to send a request's headers; slower gets 408 and is "
+                          f"closed{only} (default: %(default)s)")
+    if name != "serve":
+        return
+    cmd.add_argument("--body-timeout", type=_seconds, default="30", metavar="SECONDS",
+                     help="how long a request's body may take to arrive after its headers; slower gets 408 "
+                          "(default: %(default)s)")
+    cmd.add_argument("--rate-limit", type=_rate_limit, default="20:100", metavar="RATE[:BURST]",
+                     help="POST requests a second per token, and how many may come at once (BURST, default 100); "
+                          "beyond, 429 with Retry-After; off: no limit (default: %(default)s)")
+    cmd.add_argument("--max-sessions-per-token", type=_count_or_off, default="100", metavar="N",
+                     help="sessions one token may hold open at once, beyond which 429; off: only the server's "
+                          "limit (default: %(default)s)")
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m session", description="Chat with or serve a composed agent.")
     commands = top.add_subparsers(dest="command", required=True)
@@ -110,8 +184,10 @@ def parser() -> argparse.ArgumentParser:
         else:
             cmd.add_argument("--host", default="127.0.0.1")
             cmd.add_argument("--port", type=int, default=8000)
-            cmd.add_argument("--token", default=os.environ.get("SESSION_TOKEN"),
-                             help="bearer token clients must send (default: $SESSION_TOKEN)")
+            cmd.add_argument("--token", type=_token,
+                             help="bearer token clients must send (default: $SESSION_TOKEN; without either, or "
+                                  "with it empty, the server serves this machine only, without a token)")
+            _limit_flags(cmd, name)
         if name == "mcp":
             cmd.add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp instead of stdio")
             cmd.add_argument("--tool", default="ask", help="the name of the agent's tool (default: ask)")
@@ -151,22 +227,38 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
             elif args.command == "mcp":
                 from session.mcp._conduit import DESCRIPTION, MCPConduit
 
+                token = server_token(args.token, say) if args.http else None
                 mcp = MCPConduit(transport="http" if args.http else "stdio", tool=args.tool,
                                  description=args.description or DESCRIPTION, host=args.host, port=args.port,
-                                 token=args.token, allow_no_token=args.token is None)
+                                 token=token, allow_no_token=token is None, max_body_bytes=args.max_body_bytes,
+                                 header_timeout=args.header_timeout)
                 async with anyio.create_task_group() as group:
                     say(f"serving the agent as MCP tool {args.tool!r} on {await group.start(mcp.serve, manager)}")
             else:
                 from session.http._conduit import HTTPConduit
 
-                conduit = HTTPConduit(host=args.host, port=args.port, token=args.token,
-                                      allow_no_token=args.token is None)
+                token = server_token(args.token, say)
+                conduit = HTTPConduit(host=args.host, port=args.port, token=token, allow_no_token=token is None,
+                                      max_body_bytes=args.max_body_bytes, rate_limit=args.rate_limit,
+                                      max_sessions_per_token=args.max_sessions_per_token,
+                                      header_timeout=args.header_timeout, body_timeout=args.body_timeout)
                 async with anyio.create_task_group() as group:
                     url = await group.start(conduit.serve, manager)
                     say(f"serving on {url}: sessions under /sessions, OpenAI-compatible API under /v1, "
-                        f"OpenAPI at /openapi.json{'' if args.token else ' (no token: this machine only)'}")
+                        f"OpenAPI at /openapi.json{'' if token else ' (no token: this machine only)'}")
     finally:
         await _close(store, provider)
+
+
+def server_token(given: str | None, say: Callable[[str], None]) -> str | None:
+    """The token a server requires: ``--token``, else ``$SESSION_TOKEN``; an empty variable counts as unset."""
+    if given is not None:
+        return given
+    token = os.environ.get("SESSION_TOKEN")
+    if token is not None and not token.strip():
+        say("SESSION_TOKEN is empty: serving without a token, this machine only")
+        return None
+    return token
 
 
 async def _close(*resources: object) -> None:

@@ -23,6 +23,9 @@ from loop import LoopError, UsageError, positive_number, tracing
 
 _log = tracing.logger("session.serving")
 
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+"""The largest request body the conduits' HTTP servers take by default (4 MiB, 4,194,304 bytes); larger gets 413."""
+
 MAX_JSON_DEPTH = 64
 """How deeply the arrays and objects of a JSON request body may nest. Deeper bodies are refused (400) before they
 are parsed: the parser recurses once per level, and some 200,000 levels exhaust the interpreter's stack."""

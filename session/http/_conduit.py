@@ -15,10 +15,12 @@ from loop import UsageError, positive_int, positive_number
 from provider import is_loopback
 from session._bearer import TokenQuota
 from session._manager import Manager
-from session._serving import listen, serve_asgi
-from session.http._guards import ERROR_HANDLERS, BearerAuth, BodyLimit, RateLimit, RateLimited, RequestLog
+from session._serving import DEFAULT_MAX_BODY_BYTES, listen, serve_asgi
+from session.http._guards import (ERROR_HANDLERS, OPENAI_PREFIX, BearerAuth, BodyLimit, RateLimit, RateLimited,
+                                  RequestLog)
 from session.http._routes import OPEN_PATHS, SessionRoutes
 from session.openai._app import openai_routes
+from session.openai._errors import unauthorized as openai_unauthorized
 
 __all__ = ["HTTPConduit"]
 
@@ -40,11 +42,14 @@ class HTTPConduit:
 
     ``token`` is the bearer token clients must send (or several, one per client: each sees only its own
     sessions). Without one the conduit is refused unless ``allow_no_token`` and ``host`` is a loopback
-    address. Request bodies over ``max_body_bytes`` get 413; POSTs beyond ``rate_limit`` per token get 429
-    (``None``: no limit). The event stream sends a keep-alive comment after ``keepalive`` quiet seconds and
-    keeps the last ``event_log_size`` events of each session for clients that resume. Unless
-    ``openai_model`` is ``None``, the same server answers the OpenAI-compatible ``/v1/chat/completions`` and
-    ``/v1/models`` (listing that model name) behind the same token.
+    address. Request bodies over ``max_body_bytes`` (4 MiB by default, ``DEFAULT_MAX_BODY_BYTES``) get 413;
+    POSTs beyond ``rate_limit`` per token (by default 20 a second, in bursts of up to 100) get 429 with a
+    ``Retry-After`` in whole seconds (``None``: no limit). The event stream sends a keep-alive comment after
+    ``keepalive`` quiet seconds and keeps the last ``event_log_size`` events of each session for clients that
+    resume. Unless ``openai_model`` is ``None``, the same server answers the OpenAI-compatible
+    ``/v1/chat/completions`` and ``/v1/models`` (listing that model name) behind the same token. Every error
+    answered under ``/v1`` (401, 429, 413, an unknown route ...) is in OpenAI's format,
+    ``{"error": {"message", "type", "param", "code"}}``; elsewhere it is ``{"error": {"type", "message"}}``.
 
     Limits against clients that take more than their share: one token may hold at most
     ``max_sessions_per_token`` sessions open at once, over both APIs (429 ``session_quota`` beyond; ``None``:
@@ -62,7 +67,7 @@ class HTTPConduit:
         port: int = 8000,
         token: str | Sequence[str] | None = None,
         allow_no_token: bool = False,
-        max_body_bytes: int = 1_000_000,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         rate_limit: RateLimit | None = RateLimit(),
         keepalive: float = 15.0,
         event_log_size: int = 10_000,
@@ -133,7 +138,8 @@ class HTTPConduit:
             routes += openai_routes(api.manager, model_name=self.openai_model, session_key=api.key, on_open=api.opened,
                                     max_body_bytes=self.max_body_bytes, keepalive=self.keepalive, quota=api.quota,
                                     body_timeout=self.body_timeout)
-        middleware = [Middleware(RequestLog), Middleware(BearerAuth, tokens=self.tokens, open_paths=OPEN_PATHS)]
+        middleware = [Middleware(RequestLog), Middleware(BearerAuth, tokens=self.tokens, open_paths=OPEN_PATHS,
+                                                         error_bodies={OPENAI_PREFIX: openai_unauthorized})]
         if self.rate_limit is not None:
             middleware.append(Middleware(RateLimited, limit=self.rate_limit))
         middleware.append(Middleware(BodyLimit, max_bytes=self.max_body_bytes))

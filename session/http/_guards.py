@@ -2,7 +2,9 @@
 auth every conduit's server shares (``session._bearer``, with this API's errors by default).
 
 Each is Starlette-shaped: ``Middleware(app, *, settings)`` with one ``__call__`` that either answers the
-request itself (with a JSON error) or passes it to ``app``. Errors are ``{"error": {"type", "message"}}``.
+request itself (with a JSON error) or passes it to ``app``. Errors are ``{"error": {"type", "message"}}``, but
+under ``/v1`` (the OpenAI-compatible API) they are OpenAI's ``{"error": {"message", "type", "param", "code"}}``,
+so that OpenAI clients map them to their own exceptions.
 """
 
 from __future__ import annotations
@@ -21,14 +23,29 @@ from starlette.responses import Response
 
 from loop import LoopError, positive_int, positive_number, tracing
 from session._bearer import BearerAuth as BearerAuth  # the conduit's guards include the shared bearer check
+from session._bearer import under
 from session._manager import SessionLimit
 from session._session import SessionBusy, SessionClosed
+from session.openai._errors import OpenAIError
 from session.stores._protocol import StoreError
 
 _log = tracing.logger("session.http")
 _SESSION_PATH = re.compile(r"^/sessions/([^/]+)")
 Scope = dict[str, Any]
 ASGIApp = Callable[..., Any]
+
+
+OPENAI_PREFIX = "/v1"
+"""Where the OpenAI-compatible API is served: every error answered under it is in OpenAI's format."""
+
+# OpenAI's (type, code) for the kinds of problem OpenAI has names of its own for. Any other kind is OpenAI's
+# "invalid_request_error" (or "server_error", 5xx) with the kind as its code.
+_OPENAI_NAMES = {
+    "rate_limited": ("requests", "rate_limit_exceeded"),
+    "session_busy": ("requests", "session_busy"),
+    "payload_too_large": ("invalid_request_error", "request_too_large"),
+    "not_found": ("invalid_request_error", "unknown_url"),
+}
 
 
 class Problem(LoopError):
@@ -41,50 +58,60 @@ class Problem(LoopError):
         self.message = message
         self.headers = dict(headers or {})
 
-    def body(self) -> bytes:
+    def body(self, path: str) -> bytes:
+        """The JSON body answering a request for ``path``: OpenAI's error format under ``/v1``, else this API's."""
+        if under(path, OPENAI_PREFIX):
+            error_type, code = _OPENAI_NAMES.get(
+                self.kind, ("server_error" if self.status >= 500 else "invalid_request_error", self.kind))
+            return json.dumps(OpenAIError(self.status, self.message, type=error_type, code=code).body()).encode()
         return json.dumps({"error": {"type": self.kind, "message": self.message}}).encode()
 
 
-async def send_problem(send: Callable[..., Any], problem: Problem) -> None:
-    """Answer with ``problem`` as a JSON error response."""
+async def send_problem(send: Callable[..., Any], problem: Problem, scope: Scope) -> None:
+    """Answer the request ``scope`` describes with ``problem`` as a JSON error response."""
     headers = [(b"content-type", b"application/json")]
     headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in problem.headers.items()]
     await send({"type": "http.response.start", "status": problem.status, "headers": headers})
-    await send({"type": "http.response.body", "body": problem.body()})
+    await send({"type": "http.response.body", "body": problem.body(scope["path"])})
 
 
-def _answer(problem: Problem) -> Response:
-    return Response(problem.body(), problem.status, problem.headers, media_type="application/json")
+def _answer(request: Request, problem: Problem) -> Response:
+    return Response(problem.body(request.scope["path"]), problem.status, problem.headers,
+                    media_type="application/json")
 
 
 async def _on_problem(request: Request, exc: Exception) -> Response:
     if not isinstance(exc, Problem):  # pragma: no cover - Starlette routes only Problems here
         raise exc
-    return _answer(exc)
+    return _answer(request, exc)
 
 
 async def _on_http(request: Request, exc: Exception) -> Response:
     status = getattr(exc, "status_code", 500)
     kind = {404: "not_found", 405: "method_not_allowed"}.get(status, "http_error")
-    message = {404: f"no route {request.url.path}", 405: f"{request.method} is not allowed on {request.url.path}"}
-    return _answer(Problem(status, kind, message.get(status, str(getattr(exc, "detail", exc))),
-                           getattr(exc, "headers", None)))
+    method, path = request.method, request.scope["path"]
+    if under(path, OPENAI_PREFIX):  # as OpenAI words it
+        message = {404: f"Unknown request URL: {method} {path}.", 405: f"Method not allowed: {method} {path}."}
+    else:
+        message = {404: f"no route {path}", 405: f"{method} is not allowed on {path}"}
+    return _answer(request, Problem(status, kind, message.get(status, str(getattr(exc, "detail", exc))),
+                                    getattr(exc, "headers", None)))
 
 
 async def _on_store(request: Request, exc: Exception) -> Response:
     _log.error("store failure", path=request.url.path, error=repr(exc))
-    return _answer(Problem(500, "store_error", f"the session store failed, nothing was written: {exc}"))
+    return _answer(request, Problem(500, "store_error", f"the session store failed, nothing was written: {exc}"))
 
 
 def _on(status: int, kind: str, headers: Mapping[str, str] | None = None) -> Callable[..., Any]:
     async def handle(request: Request, exc: Exception) -> Response:
-        return _answer(Problem(status, kind, str(exc), headers))
+        return _answer(request, Problem(status, kind, str(exc), headers))
 
     return handle
 
 
 async def _on_crash(request: Request, exc: Exception) -> Response:
-    return _answer(Problem(500, "internal_error", f"the server failed ({type(exc).__name__}); see its log"))
+    return _answer(request, Problem(500, "internal_error", f"the server failed ({type(exc).__name__}); see its log"))
 
 
 # Starlette exception handlers: every error a route can raise, answered as a JSON ``Problem``.
@@ -109,10 +136,12 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 @attrs.frozen
 class RateLimit:
-    """At most ``per_second`` requests a second per token on average, in bursts of up to ``burst``."""
+    """At most ``per_second`` requests a second per token on average, in bursts of up to ``burst``.
+
+    The default burst lets a client start 100 requests at once (a batch from an SDK) without a 429."""
 
     per_second: float = 20.0
-    burst: int = 40
+    burst: int = 100
 
     def __attrs_post_init__(self) -> None:
         positive_number("per_second", self.per_second)
@@ -182,7 +211,8 @@ class RateLimited:
                 seconds = max(1, math.ceil(wait))
                 await send_problem(send, Problem(
                     429, "rate_limited", f"too many requests; at most {self.limit.per_second:g} a second "
-                    f"(bursts of {self.limit.burst}) per token; retry in {seconds} s", {"retry-after": str(seconds)}))
+                    f"(bursts of {self.limit.burst}) per token; retry in {seconds} s", {"retry-after": str(seconds)}),
+                    scope)
                 return
         await self.app(scope, receive, send)
 
@@ -205,10 +235,10 @@ class BodyLimit:
         declared = _header(scope, b"content-length")
         if declared is not None:
             if not declared.strip().isdigit():
-                await send_problem(send, Problem(400, "bad_request", f"invalid Content-Length {declared!r}"))
+                await send_problem(send, Problem(400, "bad_request", f"invalid Content-Length {declared!r}"), scope)
                 return
             if int(declared) > self.max_bytes:
-                await send_problem(send, self._too_large())
+                await send_problem(send, self._too_large(), scope)
                 return
         received = [0]
         started = [False]
@@ -230,4 +260,4 @@ class BodyLimit:
         except Problem as problem:  # the app did not turn it into a response itself
             if started[0] or problem.status != 413:
                 raise
-            await send_problem(send, problem)
+            await send_problem(send, problem, scope)

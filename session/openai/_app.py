@@ -102,10 +102,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from loop import EventBus, LoopError, UsageError, positive_int, positive_number, tracing
-from session._bearer import BearerAuth, Refusal, TokenQuota
+from session._bearer import BearerAuth, TokenQuota
 from session._manager import Manager, SessionLimit
+from session._serving import DEFAULT_MAX_BODY_BYTES
 from session._session import Session
 from session.openai._completion import SESSION_HEADER, Completion
+from session.openai._errors import unauthorized
 from session.openai._replay import KEY_HEADER, Replay, Replays
 from session.stores import DeletingStore
 from session.openai._request import ChatRequest, OpenAIError, parse_chat_request
@@ -117,7 +119,7 @@ _log = tracing.logger("session.openai")
 
 
 def openai_routes(manager: Manager, *, model_name: str = "agent", keep_conversations: bool = False,
-                  max_body_bytes: int = 4 * 1024 * 1024, session_access: SessionAccess | None = None,
+                  max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, session_access: SessionAccess | None = None,
                   session_key: SessionKey | None = None, on_open: SessionOpened | None = None,
                   keepalive: float = 15.0, quota: TokenQuota | None = None,
                   body_timeout: float = 30.0, retry_grace: float = 30.0, idempotency_ttl: float = 600.0
@@ -167,7 +169,7 @@ def openai_app(manager: Manager, *, token: str | None = None, enter_manager: boo
             yield
 
     return Starlette(routes=openai_routes(manager, **settings), lifespan=lifespan,
-                     middleware=[Middleware(BearerAuth, tokens=[token], realm=None, error_body=_unauthorized)]
+                     middleware=[Middleware(BearerAuth, tokens=[token], realm=None, error_body=unauthorized)]
                      if token is not None else [],
                      exception_handlers={HTTPException: _http_error})
 
@@ -339,16 +341,9 @@ def _quota_error(why: str) -> OpenAIError:
     return OpenAIError(429, f"Too many open sessions: {why}.", type="requests", code="session_quota")
 
 
-def _unauthorized(refusal: Refusal) -> dict[str, Any]:
-    """A refused request's body in OpenAI's error format, with the codes OpenAI's own API uses."""
-    if refusal == "missing":
-        return OpenAIError(401, "You didn't provide an API key. Send it in an 'Authorization: Bearer <token>' "
-                                "header.", code="missing_api_key").body()
-    return OpenAIError(401, "Incorrect API key provided.", code="invalid_api_key").body()
-
-
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)  # the only exception this handler is registered for
     what = {404: "Unknown request URL", 405: "Method not allowed"}.get(exc.status_code, exc.detail)
     return OpenAIError(exc.status_code, f"{what}: {request.method} {request.url.path}.",
-                       code="unknown_url" if exc.status_code == 404 else None, headers=exc.headers).response()
+                       code={404: "unknown_url", 405: "method_not_allowed"}.get(exc.status_code),
+                       headers=exc.headers).response()

@@ -9,6 +9,7 @@ from typing import Any
 from starlette.responses import Response
 
 from loop import LoopError
+from session._bearer import Refusal
 from session._serving import json_text
 
 
@@ -48,3 +49,11 @@ def wrong_type(param: str, expected: str, value: Any) -> OpenAIError:
 
 def unsupported(param: str, message: str) -> OpenAIError:
     return OpenAIError(400, message, param=param, code="unsupported_value")
+
+
+def unauthorized(refusal: Refusal) -> dict[str, Any]:
+    """A refused request's body in OpenAI's error format, with the codes OpenAI's own API uses."""
+    if refusal == "missing":
+        return OpenAIError(401, "You didn't provide an API key. Send it in an 'Authorization: Bearer <token>' "
+                                "header.", code="missing_api_key").body()
+    return OpenAIError(401, "Incorrect API key provided.", code="invalid_api_key").body()

@@ -68,6 +68,25 @@ async def test_the_error_body_and_realm_are_the_callers() -> None:
     assert mcp.headers["www-authenticate"] == 'Bearer realm="mcp"'
 
 
+async def test_a_path_prefix_can_have_an_error_body_of_its_own() -> None:
+    def api(name: str) -> Any:
+        return lambda refusal: {"api": name, "refusal": refusal}
+
+    app = BearerAuth(echo_owner, tokens=TOKENS, error_bodies={"/v1": api("v1"), "/v1/special/": api("special")})
+    assert (await get(app, None, "/v1")).json() == {"api": "v1", "refusal": "missing"}
+    assert (await get(app, "Bearer nope", "/v1/models")).json() == {"api": "v1", "refusal": "invalid"}
+    assert (await get(app, None, "/v1/special/x")).json() == {"api": "special", "refusal": "missing"}  # longest
+    assert (await get(app, None, "/v1/specialist")).json()["api"] == "v1"  # prefixes are whole segments
+    assert (await get(app, None, "/v1x")).json() == unauthorized("missing")
+    assert (await get(app, None, "/things")).json() == unauthorized("missing")
+
+
+async def test_the_challenge_can_depend_on_the_request() -> None:
+    app = BearerAuth(echo_owner, tokens=TOKENS,
+                     challenge=lambda scope, refusal: f'Bearer realm="{scope["path"]}", error="{refusal}"')
+    assert (await get(app, "Bearer nope", "/here")).headers["www-authenticate"] == 'Bearer realm="/here", error="invalid"'
+
+
 async def test_open_paths_need_no_token() -> None:
     app = BearerAuth(echo_owner, tokens=TOKENS, open_paths=["/healthz", "/openapi.json"])
     assert (await get(app, None, "/healthz")).status_code == 200

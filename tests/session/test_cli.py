@@ -6,7 +6,8 @@ import signal
 import sqlite3
 import subprocess
 import sys
-from contextlib import closing
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, closing
 from pathlib import Path
 
 import anyio
@@ -233,3 +234,131 @@ async def test_mcp_serves_the_agent_as_a_tool_over_stdio() -> None:
             result = await client.call_tool("shout", {"message": "quiet please"})
     assert not result.is_error
     assert "QUIET PLEASE" in result.content[0].text
+
+
+@asynccontextmanager
+async def serving(*args: str, command: str = "serve", env: dict[str, str] | None = None,
+                  ready: str = "OpenAPI at /openapi.json") -> AsyncIterator[tuple[str, str]]:
+    """``python -m session COMMAND tests.session.agents:make_agent --port 0 ARGS`` until the test is done: its
+    URL, and what it said on stderr until it was ready."""
+    env = {k: v for k, v in ENV.items() if k != "SESSION_TOKEN"} if env is None else env
+    child = subprocess.Popen([sys.executable, "-m", "session", command, "tests.session.agents:make_agent",
+                              "--port", "0", "--store", "memory://", *args], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, cwd=ROOT, env=env)
+    try:
+        said = await read_until(child.stderr, ready)
+        found = re.search(r"(http://127\.0\.0\.1:\d+)", said)
+        assert found, said
+        yield found.group(1), said
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        child.stderr.close()
+
+
+async def _exchange(base: str, request: bytes, *, wait: float) -> bytes:
+    """What the server at ``base`` answers ``request`` (sent raw, maybe incomplete) within ``wait`` seconds."""
+    host, port = base.removeprefix("http://").split(":")
+    async with await anyio.connect_tcp(host, int(port)) as stream:
+        await stream.send(request)
+        answer = b""
+        with anyio.move_on_after(wait):
+            async for chunk in stream:
+                answer += chunk
+    return answer
+
+
+async def test_serve_takes_its_limits_from_the_command_line() -> None:
+    import httpx
+
+    async with serving("--max-body-bytes", "200", "--rate-limit", "1:1") as (base, _):
+        async with httpx.AsyncClient(base_url=base) as http:
+            too_large = await http.post("/sessions", content=b"{}" + b" " * 200)
+            limited = await http.post("/sessions")
+    assert too_large.status_code == 413 and "larger than 200 bytes" in too_large.json()["error"]["message"]
+    assert limited.status_code == 429 and limited.headers["retry-after"] == "1"
+
+    async with serving("--max-sessions-per-token", "1", "--header-timeout", "0.5", "--body-timeout", "0.5",
+                       "--rate-limit", "off") as (base, _):
+        async with httpx.AsyncClient(base_url=base) as http:
+            unlimited = {(await http.post("/healthz")).status_code for _ in range(150)}  # a default burst is 100
+            sessions = [(await http.post("/sessions")) for _ in range(2)]
+        slow_headers = await _exchange(base, b"GET /healthz HTTP/1.1\r\nHost: x\r\n", wait=5)
+        slow_body = await _exchange(base, b"POST /sessions HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{}",
+                                    wait=5)
+    assert unlimited == {405}
+    assert [r.status_code for r in sessions] == [201, 429] and sessions[1].json()["error"]["type"] == "session_quota"
+    assert slow_headers.startswith(b"HTTP/1.1 408 ") and slow_body.startswith(b"HTTP/1.1 408 ")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--max-body-bytes", "0"], "argument --max-body-bytes: expected a positive whole number, got '0'"),
+    (["--max-body-bytes", "4MB"], "argument --max-body-bytes: expected a positive whole number, got '4MB'"),
+    (["--rate-limit", "fast"], "argument --rate-limit: expected RATE[:BURST]"),
+    (["--rate-limit", "20:0"], "argument --rate-limit: expected RATE[:BURST]"),
+    (["--rate-limit", "-1"], "argument --rate-limit: expected RATE[:BURST]"),
+    (["--max-sessions-per-token", "none"], "argument --max-sessions-per-token: expected a positive whole number"),
+    (["--header-timeout", "0"], "argument --header-timeout: expected a positive number of seconds, got '0'"),
+    (["--body-timeout", "nan"], "argument --body-timeout: expected a positive number of seconds, got 'nan'"),
+    (["--token", ""], "argument --token: the token is empty"),
+    (["--token", " "], "argument --token: the token is empty"),
+])
+async def test_bad_server_settings_are_refused_naming_the_flag(args: list[str], message: str) -> None:
+    done = await anyio.to_thread.run_sync(lambda: subprocess.run(
+        [sys.executable, "-m", "session", "serve", "tests.session.agents:make_agent", *args], cwd=ROOT, env=ENV,
+        capture_output=True, text=True, timeout=60))
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_flags_default_to_what_the_conduits_default_to_and_say_so() -> None:
+    import inspect
+
+    from session._cli import parser
+    from session.http import HTTPConduit
+    from session.mcp import MCPConduit
+
+    limits = {"serve": ("max_body_bytes", "rate_limit", "max_sessions_per_token", "header_timeout", "body_timeout"),
+              "mcp": ("max_body_bytes", "header_timeout")}
+    for command, conduit in (("serve", HTTPConduit), ("mcp", MCPConduit)):
+        args = vars(parser().parse_args([command, "m:f"]))
+        defaults = inspect.signature(conduit).parameters
+        assert {name: args[name] for name in limits[command]} == {name: defaults[name].default
+                                                                 for name in limits[command]}
+    text = " ".join(subprocess.run([sys.executable, "-m", "session", "serve", "--help"], cwd=ROOT, env=ENV,
+                                   capture_output=True, text=True, timeout=60, check=True).stdout.split())
+    for said in ("413 (default: 4194304, 4 MiB)", "off: no limit (default: 20:100)", "(BURST, default 100)",
+                 "limit (default: 100)", "is closed (default: 10)", "slower gets 408 (default: 30)"):
+        assert said in text, said
+
+
+async def test_an_empty_session_token_serves_this_machine_only_without_one() -> None:
+    import httpx
+
+    async with serving(env={**ENV, "SESSION_TOKEN": ""}) as (base, said):
+        async with httpx.AsyncClient(base_url=base) as http:
+            created = await http.post("/sessions")
+    assert "SESSION_TOKEN is empty: serving without a token, this machine only" in said
+    assert "(no token: this machine only)" in said
+    assert created.status_code == 201
+
+
+async def test_an_empty_session_token_serves_mcp_over_http_without_one() -> None:
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with serving("--http", command="mcp", env={**ENV, "SESSION_TOKEN": "  "},
+                       ready="serving the agent as MCP tool") as (base, said):
+        async with httpx2.AsyncClient() as http:
+            async with Client(streamable_http_client(f"{base}/mcp", http_client=http)) as client:
+                tools = await client.list_tools()
+    assert "SESSION_TOKEN is empty: serving without a token, this machine only" in said
+    assert [t.name for t in tools.tools] == ["ask"]
+
+
+async def test_an_explicit_empty_token_is_refused_for_mcp_too() -> None:
+    done = await anyio.to_thread.run_sync(lambda: subprocess.run(
+        [sys.executable, "-m", "session", "mcp", "tests.session.agents:make_agent", "--http", "--token", ""],
+        cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=60))
+    assert done.returncode == 2 and "argument --token: the token is empty" in done.stderr

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import AsyncIterator
+from typing import Any
 
+import anyio
+import httpx
+import openai
 import pytest
 import structlog
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -14,8 +19,9 @@ from starlette.routing import Route
 from loop import UsageError
 from provider import Function
 from session.http import HTTPConduit, RateLimit
+from session._serving import DEFAULT_MAX_BODY_BYTES
 from session.http._openapi import OPENAPI
-from tests.session.http.helpers import OTHER, TOKEN, in_process, wait_turns
+from tests.session.http.helpers import OTHER, TOKEN, Served, in_process, wait_turns
 from tests.session.models import echo
 
 
@@ -72,6 +78,53 @@ async def test_posts_beyond_the_rate_limit_are_429_per_token() -> None:
         assert (await theirs.post("/sessions")).status_code == 201  # another token has its own bucket
         assert (await mine.get("/healthz")).status_code == 200  # reads are not limited
         assert (await mine.get("/sessions/x/turns")).status_code == 404
+
+
+def test_one_default_body_limit_and_a_burst_an_sdk_batch_fits() -> None:
+    assert DEFAULT_MAX_BODY_BYTES == 4 * 1024 * 1024
+    assert HTTPConduit(token="t").max_body_bytes == DEFAULT_MAX_BODY_BYTES
+    assert RateLimit() == RateLimit(per_second=20, burst=100)
+
+
+async def _sdk_batch(served: Served, count: int) -> tuple[list[Any], list[int]]:
+    """``count`` chat completions at once from the official client (with its default retries): the answers, and
+    the status of every response the server sent."""
+    statuses: list[int] = []
+
+    async def seen(response: httpx.Response) -> None:
+        statuses.append(response.status_code)
+
+    async with httpx.AsyncClient(transport=served.transport_or_url, base_url="http://test",
+                                 event_hooks={"response": [seen]}) as http:
+        ai = openai.AsyncOpenAI(base_url="http://test/v1", api_key=TOKEN, http_client=http)
+        answers: list[Any] = [None] * count
+
+        async def ask(i: int) -> None:
+            answers[i] = await ai.chat.completions.create(model="agent",
+                                                          messages=[{"role": "user", "content": f"n{i}"}])
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as group:
+                for i in range(count):
+                    group.start_soon(ask, i)
+    return answers, statuses
+
+
+async def test_a_batch_of_100_concurrent_sdk_requests_passes_the_default_rate_limit() -> None:
+    async with in_process(Function(echo)) as served:
+        answers, statuses = await _sdk_batch(served, 100)
+    assert [a.choices[0].message.content for a in answers] == [f"N{i}" for i in range(100)]
+    assert statuses == [200] * 100  # none was even retried
+
+
+async def test_the_sdk_waits_out_retry_after_and_gets_through() -> None:
+    async with in_process(Function(echo), rate_limit=RateLimit(per_second=20, burst=5)) as served:
+        started = time.monotonic()
+        answers, statuses = await _sdk_batch(served, 10)
+        took = time.monotonic() - started
+    assert [a.choices[0].message.content for a in answers] == [f"N{i}" for i in range(10)]
+    assert sorted(statuses) == [200] * 10 + [429] * 5
+    assert 1.0 <= took < 5  # Retry-After: 1 (whole seconds, rounded up), which the client honoured
 
 
 async def test_opening_more_sessions_than_the_manager_allows_is_503() -> None:
