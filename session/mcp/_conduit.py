@@ -10,7 +10,8 @@ A client cancelling its call interrupts the agent.
 Over stdio the protocol owns stdout: while serving, the SDK points file descriptor 1 at stderr, so stray
 prints and logs cannot corrupt it (the command line also sends structlog to stderr). Over streamable HTTP it
 serves ``path`` (``/mcp``) with uvicorn and, like ``HTTPConduit``, requires a bearer token unless told
-otherwise on a loopback host.
+otherwise on a loopback host; it describes that token as the MCP authorization spec has a server do
+(``session.mcp._auth``: protected resource metadata, and 401 challenges pointing at it).
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ from mcp.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
-from loop import LoopError, Role, State, ToolFinished, TurnCompleted, UsageError, positive_number, tracing
+from loop import (LoopError, Role, State, ToolFinished, TurnCompleted, UsageError, positive_int, positive_number,
+                  tracing)
 from provider import is_loopback
-from session._bearer import BearerAuth
-from session._serving import listen, serve_asgi
 from session._manager import Manager
+from session._serving import DEFAULT_MAX_BODY_BYTES, listen, serve_asgi
 from session._session import Session
+from session.mcp._auth import ProtectedResource
 
 _log = tracing.logger("session.mcp")
 DESCRIPTION = ("Ask an AI agent. Send a complete, self-contained request in 'message'; the agent works on it "
@@ -44,7 +46,14 @@ class MCPConduit:
     ``tool`` and ``description`` are the tool's name and what clients (and their models) are told about it;
     ``name`` is the server's name. HTTP settings: ``host``, ``port`` (0: any free port), ``path``, ``token``
     (the bearer token clients must send; without one the conduit is refused unless ``allow_no_token`` and
-    ``host`` is a loopback address) and ``shutdown_timeout`` (seconds requests in flight get on shutdown).
+    ``host`` is a loopback address), ``max_body_bytes`` (larger request bodies get 413; 4 MiB by default),
+    ``header_timeout`` (seconds a connection has to send each request's headers) and ``shutdown_timeout``
+    (seconds requests in flight get on shutdown).
+
+    With a token, a request without it (or with another) gets 401 with ``WWW-Authenticate: Bearer realm="mcp",
+    resource_metadata="..."`` (plus ``error="invalid_token"`` for a wrong one) and a JSON-RPC error saying it
+    is unauthorized; ``GET /.well-known/oauth-protected-resource`` (and the same followed by ``path``) answer
+    the RFC 9728 metadata without a token. It names no authorization server: the token is fixed, not OAuth.
     """
 
     def __init__(
@@ -59,6 +68,8 @@ class MCPConduit:
         path: str = "/mcp",
         token: str | None = None,
         allow_no_token: bool = False,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        header_timeout: float = 10.0,
         shutdown_timeout: float = 5.0,
     ) -> None:
         if transport not in ("stdio", "http"):
@@ -80,11 +91,15 @@ class MCPConduit:
                 raise UsageError(f"port must be 0..65535 (0: any free port), got {port!r}")
             if not isinstance(path, str) or not path.startswith("/"):
                 raise UsageError(f"path must start with '/', got {path!r}")
+            positive_int("max_body_bytes", max_body_bytes)
+            positive_number("header_timeout", header_timeout, unit="seconds")
             positive_number("shutdown_timeout", shutdown_timeout, unit="seconds")
         self.transport = transport
         self.tool, self.description, self.name = tool, description, name
         self.host, self.port, self.path = host, port, path
         self.token = token
+        self.max_body_bytes = max_body_bytes
+        self.header_timeout = float(header_timeout)
         self.shutdown_timeout = float(shutdown_timeout)
 
     def server(self, manager: Manager) -> Server:
@@ -108,13 +123,15 @@ class MCPConduit:
         await self._serve_http(server, task_status)
 
     async def _serve_http(self, server: Server, task_status: anyio.abc.TaskStatus[str]) -> None:
-        app: Any = server.streamable_http_app(streamable_http_path=self.path, host=self.host)
+        app: Any = server.streamable_http_app(streamable_http_path=self.path, host=self.host,
+                                              max_request_body_size=self.max_body_bytes)
         if self.token is not None:
-            app = BearerAuth(app, tokens=[self.token], realm="mcp")
+            app = ProtectedResource(app, token=self.token, path=self.path, name=self.name)
         with listen(self.host, self.port) as sock:
             # The MCP sessions end first on shutdown, so their open streams do not hold uvicorn up.
             await serve_asgi(app, sock, host=self.host, path=self.path, shutdown_timeout=self.shutdown_timeout,
-                             task_status=task_status, around=server.session_manager.run(), what="MCP server")
+                             header_timeout=self.header_timeout, task_status=task_status,
+                             around=server.session_manager.run(), what="MCP server")
 
 
 class _AgentTool:
