@@ -9,7 +9,7 @@ from cognitive._ledger import AutoContext, Ledger
 from cognitive._managed import Managed
 from cognitive._output import WithOutput, answer_value
 from cognitive._paths import TemplateError
-from cognitive._pattern import PatternFactory, Pattern, TurnProcessor, new_turn_processor
+from cognitive._pattern import PatternFactory, Pattern, TurnProcessor, left_open, new_turn_processor
 from cognitive._react import ReAct, SingleShot, react_factory
 from cognitive._refine import SelfRefine
 from cognitive._reflexion import Reflection, Reflexion
@@ -60,6 +60,7 @@ __all__ = [
     "answer_value",
     "build",
     "names",
+    "left_open",
     "new_turn_processor",
     "normalise_answer",
     "react_factory",

@@ -45,7 +45,7 @@ PUBLIC = {
         "Pattern", "PatternFactory", "ReAct", "Reflection", "Reflexion", "RegistryError", "ReuseResults", "Router",
         "SelfConsistency", "SelfRefine", "SingleShot", "SlidingWindow", "Stage", "Summarize", "Template",
         "TemplateError", "ToolCheckedVerifier", "TruncateToolResults", "TurnProcessor", "Verify", "WithBudget",
-        "WithOutput", "WithVerification", "answer_value", "build", "names", "new_turn_processor",
+        "WithOutput", "WithVerification", "answer_value", "build", "left_open", "names", "new_turn_processor",
         "normalise_answer", "react_factory", "register", "settings", "tiktoken_counter",
     ],
     "session": [

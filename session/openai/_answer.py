@@ -33,7 +33,7 @@ class Answer:
         calls = [c for c in state.pending_calls if c.name in client_tools] if _left_open(state) else []
         content = state.answer
         if output is not None and not calls:
-            content = json_text(typed_value(state, output), separators=(",", ":"))
+            content = json_text(answer_value(state, output), separators=(",", ":"))  # as WithOutput validated it
         message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
         trace = "".join(f"{line}\n" for line in trace_lines(turns, state))
         if trace:
@@ -41,11 +41,6 @@ class Answer:
         if calls:
             message["tool_calls"] = [_tool_call(c) for c in calls]
         return cls(message, "tool_calls" if calls else _finish(state), usage(turns))
-
-
-def typed_value(state: State, output: OutputType[Any]) -> Any:
-    """The validated JSON value of the answer, as ``WithOutput`` kept it in the outcome."""
-    return answer_value(state, output)
 
 
 def _left_open(state: State) -> bool:
