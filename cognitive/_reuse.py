@@ -65,7 +65,8 @@ class ReuseResults:
         """One turn: the model's answer and a result for every call it made, reused or run."""
         step: Any = self.step
         defaults = getattr(step, "options", None)
-        effective = defaults.merge(options) if isinstance(defaults, Options) else (options or Options())
+        laid = current_scope().options  # turn_options over the run: the step's turn takes them too
+        effective = (defaults if isinstance(defaults, Options) else Options()).merge(laid).merge(options)
         if effective.run_tools is False:
             done: State = await step.turn(state, options, progress=progress)
             return done

@@ -222,14 +222,15 @@ class Step:
                                                    "left pending: the turn was asked not to run tools")
             if external and opts.tool_choice != "none":
                 names = {spec.name for spec in external}
-                theirs = [c.name for c in calls if c.name in names]
+                theirs = tuple(c for c in calls if c.name in names)
                 if theirs:
                     own = tuple(c for c in calls if c.name not in names)
                     if own:
-                        state = await self._answer_calls(state, own, opts, scope, progress, passed)
+                        state = await self._answer_calls(state, own, opts, scope, progress, passed, theirs)
                     elif budgets:
                         self._follow(scope, state)
-                    return state.with_outcome(PENDING, f"left for the caller to answer: {', '.join(theirs)}")
+                    left = ", ".join(c.name for c in theirs)
+                    return state.with_outcome(PENDING, f"left for the caller to answer: {left}")
             return await self._answer_calls(state, calls, opts, scope, progress, passed)
         finally:
             end_turn(hidden)
@@ -243,8 +244,10 @@ class Step:
         return self._specs + external
 
     async def _answer_calls(self, state: State, calls: tuple[ToolCall, ...], opts: Options, scope: RunScope,
-                            progress: ProgressCallback | None, passed: Spend | None) -> State:
-        """``state`` (ending in the model's turn) with one ``TOOL`` turn answering every call in it."""
+                            progress: ProgressCallback | None, passed: Spend | None,
+                            left: tuple[ToolCall, ...] = ()) -> State:
+        """``state`` (ending in the model's turn) with one ``TOOL`` turn answering ``calls``, every call of that
+        turn but those ``left`` for the caller (answered "cancelled" too if the turn is cancelled meanwhile)."""
         budgets = scope.budgets
         if passed is not None:
             # A token or cost limit was passed by this response: its calls are answered, not run. (A budget this
@@ -257,7 +260,7 @@ class Step:
                 await progress(state)
             results = await self._pipeline.run(
                 calls, disabled=opts.tool_choice == "none",
-                on_cancel=functools.partial(self._cancelled, state, progress, scope))
+                on_cancel=functools.partial(self._cancelled, state, progress, scope, left))
         tool_turn = Turn(Role.TOOL, results)
         state = state.append_turn(tool_turn)
         bus = self.events
@@ -345,10 +348,11 @@ class Step:
                 spend.runner = self
 
     async def _cancelled(self, state: State, progress: ProgressCallback | None, scope: RunScope,
-                         answered: tuple[ToolResult, ...], exc: BaseException) -> None:
-        # Cancelled mid-call: every open call is answered so that the published history stays valid to send
-        # back to a model; then the cancellation goes on.
-        tool_turn = Turn(Role.TOOL, answered)
+                         left: tuple[ToolCall, ...], answered: tuple[ToolResult, ...], exc: BaseException) -> None:
+        # Cancelled mid-call: every open call is answered (those left for the caller too: the caller will never
+        # be handed them) so that the published history stays valid to send back to a model; then the
+        # cancellation goes on.
+        tool_turn = Turn(Role.TOOL, answered + tuple(error_result(c, CANCELLED) for c in left))
         self.events.publish(TurnCompleted(tool_turn))
         self.events.publish(TurnFailed(exc))
         done = state.append_turn(tool_turn)

@@ -4,7 +4,8 @@
     ├── UsageError                 the framework was called wrongly (bad argument, wrong wiring, bad JSON)
     │   ├── CassetteMismatch           (provider) a request differs from the recorded one
     │   ├── TemplateError              (cognitive) a prompt template or path is malformed, or a path reads nothing
-    │   └── RegistryError              (cognitive) an unknown pattern name or setting (also a ValueError)
+    │   ├── RegistryError              (cognitive) an unknown pattern name or setting (also a ValueError)
+    │   └── ToolResultsMismatch        (session) tool results sent as a message do not answer the open calls
     ├── ProviderError              a provider could not produce a response; carries status, body, retryable
     │   ├── AuthenticationError        the key is missing, wrong or lacks permission (401, 403)
     │   ├── BadRequestError            the server rejected the request as sent (400, 404, 413, 422)

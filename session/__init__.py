@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from session._conduit import Conduit
     from session._events import Interrupted, MessageFailed, MessageFinished, MessageQueued, MessageStarted, TurnStored
     from session._manager import Manager, SessionLimit, StepFactory, step_factory
-    from session._session import Message, Session, SessionBusy, SessionClosed, TurnProcessor
+    from session._session import Message, Session, SessionBusy, SessionClosed, ToolResultsMismatch, TurnProcessor
     from session._stdio import StdioConduit
     from session.http import EventLog, EventReader, EventsLost, HTTPConduit, LoggedEvent, RateLimit, event_to_json
     from session.mcp import (MCPConduit, MCPConnectionError, MCPHTTPServer, MCPServer, MCPStdioServer, MCPTool,
@@ -69,6 +69,7 @@ __all__ = [
     "Store",
     "StoreConflict",
     "StoreError",
+    "ToolResultsMismatch",
     "TurnProcessor",
     "TurnStored",
     "event_to_json",
@@ -84,7 +85,7 @@ __getattr__, __dir__ = exports(__name__, {
     "session._events": ("Interrupted", "MessageFailed", "MessageFinished", "MessageQueued", "MessageStarted",
                         "TurnStored"),
     "session._manager": ("Manager", "SessionLimit", "StepFactory", "step_factory"),
-    "session._session": ("Message", "Session", "SessionBusy", "SessionClosed", "TurnProcessor"),
+    "session._session": ("Message", "Session", "SessionBusy", "SessionClosed", "ToolResultsMismatch", "TurnProcessor"),
     "session._stdio": ("StdioConduit",),
     "session.http": ("EventLog", "EventReader", "EventsLost", "HTTPConduit", "LoggedEvent", "RateLimit",
                      "event_to_json"),

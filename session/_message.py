@@ -24,6 +24,11 @@ class SessionClosed(LoopError):
     """Raised when a message is sent to a session that has been closed."""
 
 
+class ToolResultsMismatch(UsageError):
+    """Raised (as the message's failure) when tool results sent as a message do not answer exactly the calls the
+    conversation has open for the caller: other calls, some missing, or calls already answered."""
+
+
 class Queued:
     """A message in a session's queue. Its ``done`` wake-up is made only when someone waits for it (``ask``)."""
 
@@ -107,12 +112,13 @@ def before(stored: State, parts: tuple[Part, ...]) -> State:
     open_ids = [c.id for c in pending]
     if sorted(given) != sorted(open_ids) or len(set(given)) != len(given):
         shown = ", ".join(open_ids) or "none"
-        raise UsageError(f"the tool results answer calls {', '.join(given)}, but the calls open in the conversation "
-                         f"are: {shown}; send one result for each open call")
+        raise ToolResultsMismatch(f"the tool results answer calls {', '.join(given)}, but the calls open in the "
+                                  f"conversation are: {shown}; send one result for each open call")
     names = {c.id: c.name for c in pending}
     wrong = [p.call_id for p in parts if isinstance(p, ToolResult) and p.name != names[p.call_id]]
     if wrong:
-        raise UsageError(f"the tool results for {', '.join(wrong)} name another tool than the call they answer")
+        raise ToolResultsMismatch(f"the tool results for {', '.join(wrong)} name another tool than the call they "
+                                  "answer")
     return stored
 
 

@@ -27,8 +27,9 @@ from session._events import (
 from session._groups import unwrap
 from session._mainline import Persisting, WriteLock, describe, extends, record_failure
 from session._message import Message as Message  # re-exported: session's lazy exports name it here
-from session._message import (Queued, SessionBusy as SessionBusy, SessionClosed as SessionClosed, before,
-                              message_options, message_parts, role_of, run_message)
+from session._message import (Queued, SessionBusy as SessionBusy, SessionClosed as SessionClosed,
+                              ToolResultsMismatch as ToolResultsMismatch, before, message_options, message_parts,
+                              role_of, run_message)
 from session._resume import answer_open_calls, mark_done
 from session.stores._memory import MemoryStore
 from session.stores._protocol import InboxStore, Store

@@ -54,8 +54,8 @@ PUBLIC = {
         "MCPStdioServer", "MCPTool", "MCPToolError", "MCPTools", "Manager", "MemoryStore", "Message",
         "MessageFailed", "MessageFinished", "MessageQueued", "MessageStarted", "RateLimit", "SQLiteStore",
         "Session", "SessionBusy", "SessionClosed", "SessionLimit", "StdioConduit", "StepFactory", "Store",
-        "StoreConflict", "StoreError", "TurnProcessor", "TurnStored", "event_to_json", "open_store", "openai_app",
-        "openai_routes", "step_factory",
+        "StoreConflict", "StoreError", "ToolResultsMismatch", "TurnProcessor", "TurnStored", "event_to_json",
+        "open_store", "openai_app", "openai_routes", "step_factory",
     ],
     "session.stores": [
         "DeletingStore", "InboxStore", "MemoryStore", "SQLiteStore", "Store", "StoreConflict", "StoreError",

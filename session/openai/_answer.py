@@ -12,6 +12,7 @@ from loop import (LoopError, OutputType, Reasoning, ReasoningDelta, Role, State,
                   ToolResult, ToolStarted, Turn, TurnCompleted, TurnKind, TurnStarted, Usage)
 from loop.errors import ProviderError
 from session._serving import json_text
+from session._message import ToolResultsMismatch
 from session._session import SessionBusy, SessionClosed
 from session.openai._errors import OpenAIError
 
@@ -166,6 +167,9 @@ def failure(exc: Exception) -> OpenAIError:
     any other retry would run the agent, and its tools, again."""
     if isinstance(exc, SessionBusy):
         return OpenAIError(429, str(exc), type="requests", code="session_busy")
+    if isinstance(exc, ToolResultsMismatch):  # the conversation moved on since the request was checked
+        return OpenAIError(400, f"The tool messages do not answer the session's open tool calls: {exc}",
+                           param="messages", code="tool_call_mismatch")
     no_retry = {"x-should-retry": "false"}
     if isinstance(exc, SessionClosed):
         return OpenAIError(409, f"The message was interrupted before it finished: {exc}", type="server_error",

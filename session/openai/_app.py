@@ -34,8 +34,9 @@ are handed over). The client's next request sends the results as ``tool`` messag
 message, and the run goes on from them: in the same stored conversation with ``X-Session-Id`` (the results
 must answer exactly its open calls, else 400), else rebuilt from the messages (where the agent's own calls of
 that turn are not: only a kept conversation holds them). ``tool_choice`` is laid over every turn of the run;
-``parallel_tool_calls`` is accepted and not used. Patterns continue by running again from the results, so a
-multi-stage pattern (``Chain``, ``Router``) goes through its stages again.
+``parallel_tool_calls`` is accepted and not used. Patterns continue by running again from the results: in a
+kept conversation a ``Chain`` goes on in its last stage and a ``Router`` down the route it took (they read where
+they stopped from the answer that handed the calls over); in a rebuilt one they start over.
 
 What the agent did goes in ``reasoning_content``, a field standard clients ignore and reasoning-aware
 (DeepSeek-style) clients show apart from the answer: the model's reasoning, and a line (or block) for each
@@ -171,7 +172,7 @@ def openai_app(manager: Manager, *, token: str | None = None, enter_manager: boo
     return Starlette(routes=openai_routes(manager, **settings), lifespan=lifespan,
                      middleware=[Middleware(BearerAuth, tokens=[token], realm=None, error_body=unauthorized)]
                      if token is not None else [],
-                     exception_handlers={HTTPException: _http_error})
+                     exception_handlers={HTTPException: _http_error, Exception: _crash})
 
 
 class _Endpoint:
@@ -231,14 +232,18 @@ class _Endpoint:
             chat = parse_chat_request(body, model_name=self.model_name, agent_tools=self.agent_tools())
             key = request.headers.get(KEY_HEADER)
             if key is not None:
-                entry, new = self.replays.take(getattr(request.state, "owner", "anonymous"), key, body)
+                named = (request.headers.get(SESSION_HEADER) or "").encode()
+                entry, new = self.replays.take(getattr(request.state, "owner", "anonymous"), key,
+                                               named + b"\n" + body)
                 if not new:  # a retry: the first request's run answers it
                     return Replay(entry, model=self.model_name, stream=chat.stream, include_usage=chat.include_usage)
             session, name, fresh = await self._open(request, chat)
-        except OpenAIError as error:
+        except BaseException as error:
             if entry is not None:
                 self.replays.drop(entry)  # nothing ran: a retry may run
-            return error.response()
+            if isinstance(error, OpenAIError):
+                return error.response()
+            raise
         completion = Completion(self, session, chat, name=name, fresh=fresh, entry=entry)
         return completion if chat.stream else await completion.respond(request.receive)
 
@@ -339,6 +344,12 @@ def _check_results(session: Session, chat: ChatRequest) -> None:
 
 def _quota_error(why: str) -> OpenAIError:
     return OpenAIError(429, f"Too many open sessions: {why}.", type="requests", code="session_quota")
+
+
+async def _crash(request: Request, exc: Exception) -> Response:
+    """An error no handler answers, in OpenAI's format (the server logs it)."""
+    return OpenAIError(500, f"The server failed ({type(exc).__name__}); its log has the details.", type="server_error",
+                       code="internal_error").response()
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

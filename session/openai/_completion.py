@@ -202,8 +202,10 @@ class Completion:
                 result = self._fail(exc)
         if self.entry is not None:
             if self.abandoned or (isinstance(result, OpenAIError) and result.status in (429, 503)):
-                self.endpoint.replays.drop(self.entry)  # stopped, or never accepted: a later retry runs afresh
-            self.entry.finish(result, id=self.id, created=self.created, headers=self.headers)
+                self.endpoint.replays.drop(self.entry)  # stopped, or never accepted: a retry runs afresh
+            else:
+                self.endpoint.replays.finish(self.entry, result, id=self.id, created=self.created,
+                                             headers=self.headers)
         self.result = result
         return result
 

@@ -1,8 +1,9 @@
 """Idempotent requests: a request carrying ``X-Request-Id`` runs the agent once, however often it is retried.
 
 The first request with a key runs; a retry with the same key (from the same owner) waits for that run, or takes
-its stored answer, instead of running the agent again. Answers are kept ``ttl`` seconds, at most ``size`` of
-them (the oldest go first). A key sent again with a different body is a client bug, answered 400.
+its stored answer, instead of running the agent again. A run is never forgotten while it goes on; its answer is
+kept ``ttl`` seconds after it came, and at most ``size`` answers are kept (the oldest go first). A key sent
+again with a different body (or for another ``X-Session-Id``) is a client bug, answered 400.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ class Entry:
     """One key's run: ``done`` once its ``result`` (an ``Answer`` or the ``OpenAIError`` answered) is in;
     ``attached`` once a retry waits for it."""
 
-    def __init__(self, key: tuple[str, str], fingerprint: str, expires: float) -> None:
+    def __init__(self, key: tuple[str, str], fingerprint: str) -> None:
         self.key = key  # (owner, X-Request-Id)
         self.fingerprint = fingerprint
-        self.expires = expires
+        self.expires = float("inf")  # set when the answer comes: a running entry never expires
         self.done = anyio.Event()
         self.attached = anyio.Event()
         self.result: Answer | OpenAIError | None = None
@@ -37,9 +38,11 @@ class Entry:
         self.created = 0
         self.headers: dict[str, str] = {}
 
-    def finish(self, result: Answer | OpenAIError, *, id: str, created: int, headers: dict[str, str]) -> None:
+    def finish(self, result: Answer | OpenAIError, *, id: str, created: int, headers: dict[str, str],
+               ttl: float) -> None:
         if not self.done.is_set():
             self.result, self.id, self.created, self.headers = result, id, created, headers
+            self.expires = time.monotonic() + ttl
             self.done.set()
 
 
@@ -51,19 +54,15 @@ class Replays:
         self.size = positive_int("idempotency_size", size)
         self._entries: OrderedDict[tuple[str, str], Entry] = OrderedDict()
 
-    def take(self, owner: str, key: str, body: bytes) -> tuple[Entry, bool]:
+    def take(self, owner: str, key: str, request: bytes) -> tuple[Entry, bool]:
         """The entry for ``key``, and whether it is new (this request runs) rather than an earlier run's.
-        Raises ``OpenAIError`` (400) when the key was used for another body."""
+        ``request`` is what makes a retry the same request (its body and session). Raises ``OpenAIError`` (400)
+        when the key was used for another request."""
         if not key or len(key) > 200 or not key.isprintable():
             raise OpenAIError(400, "The X-Request-Id header must be 1 to 200 printable characters.",
                               code="invalid_request_id")
-        now = time.monotonic()
-        while self._entries:
-            oldest = next(iter(self._entries.values()))
-            if oldest.expires > now and len(self._entries) < self.size:
-                break
-            self._entries.popitem(last=False)
-        fingerprint = hashlib.sha256(body).hexdigest()
+        self._forget_old()
+        fingerprint = hashlib.sha256(request).hexdigest()
         found = self._entries.get((owner, key))
         if found is not None:
             if found.fingerprint != fingerprint:
@@ -71,13 +70,32 @@ class Replays:
                                        "idempotency key names one request and its retries.",
                                   code="request_id_reused")
             return found, False
-        entry = self._entries[(owner, key)] = Entry((owner, key), fingerprint, now + self.ttl)
+        entry = self._entries[(owner, key)] = Entry((owner, key), fingerprint)
         return entry, True
 
+    def finish(self, entry: Entry, result: Answer | OpenAIError, *, id: str, created: int,
+               headers: dict[str, str]) -> None:
+        """``entry``'s run is over: its answer is kept for retries, ``ttl`` seconds from now."""
+        entry.finish(result, id=id, created=created, headers=headers, ttl=self.ttl)
+
+    def _forget_old(self) -> None:
+        """Drop answers past their time, and the oldest answers beyond ``size``; never a run still going on."""
+        now = time.monotonic()
+        finished = [key for key, entry in self._entries.items() if entry.done.is_set()]
+        excess = len(self._entries) - self.size
+        for key in finished:
+            if self._entries[key].expires <= now or excess > 0:
+                del self._entries[key]
+                excess -= 1
+
     def drop(self, entry: Entry) -> None:
-        """Forget ``entry`` (its run was abandoned, or never started): a later retry runs afresh."""
+        """Forget ``entry`` (its run was stopped, or never started): a later retry runs afresh, and a retry already
+        waiting for it is told to try again (503, which the SDKs retry)."""
         if self._entries.get(entry.key) is entry:
             del self._entries[entry.key]
+        entry.finish(OpenAIError(503, "The first attempt of this request stopped before it finished; send it again "
+                                      "to run it.", type="server_error", code="request_abandoned"),
+                     id="", created=0, headers={}, ttl=0.0)
 
 
 class Replay:

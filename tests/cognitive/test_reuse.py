@@ -8,7 +8,7 @@ import pytest
 from cognitive import ReAct, WithBudget
 from cognitive._reuse import REUSED_NOTE, ReuseResults
 from loop import (Budget, Options, Role, State, Step, ToolCall, ToolResult, ToolSpec, TurnCompleted, TurnFailed,
-                  UsageError, external_tools, tool)
+                  UsageError, external_tools, tool, turn_options)
 from provider import Scripted, tool_call
 from tests.cognitive._histories import ask, exchange
 
@@ -203,3 +203,15 @@ async def test_calls_to_tools_the_caller_answers_are_left_open_for_it() -> None:
     assert results(mixed)[-1].content.startswith(REUSED_NOTE)
     assert [c.id for c in alone.pending_calls] == ["n2"] and alone.outcome is not None
     assert alone.outcome.status == "pending" and script.remaining == 0
+
+
+async def test_tools_turned_off_for_the_whole_run_are_off_for_the_callers_tools_too() -> None:
+    tools = Tools()
+    notify = ToolSpec("notify", "Tell the user.", {"type": "object", "properties": {}})
+    script = Scripted([[ToolCall("s1", "search", '{"q": "x"}'), ToolCall("n1", "notify", "{}")], "done"])
+    step = ReuseResults(Step(script, tools=tools.all), tools=["search"])
+    with external_tools([notify]), turn_options(Options(tool_choice="none")):
+        state = await ReAct(step).run(ask())
+    # The model called tools although told not to: none runs, and nothing is handed to the caller.
+    assert tools.ran == [] and state.pending_calls == () and state.answer == "done"
+    assert all(r.is_error for r in results(state))

@@ -337,3 +337,32 @@ async def test_a_conversation_reopened_from_sqlite_keeps_them_open_and_goes_on(t
     assert saved == state and roles(saved) == ["user", "assistant", "tool", "tool", "assistant"]
     assert_once_each(saved)
 
+
+
+async def test_an_interrupt_while_the_own_calls_of_a_mixed_turn_run_answers_the_callers_calls_too() -> None:
+    running = anyio.Event()
+
+    @tool(name="work")
+    async def work() -> str:
+        """Works until interrupted."""
+        running.set()
+        await anyio.sleep_forever()
+        return "never"
+
+    model = Model([tool_call("work", {}, id="a1"), CALL])
+    m = Manager(new_turn_processor(react_factory), provider=Function(model), store=MemoryStore(),
+                make_step=step_factory([work]))
+    async with m:
+        session = await m.open("s")
+        session.send("Umbrella today?", tools=[WEATHER])
+        await running.wait()
+        session.interrupt()
+        with anyio.fail_after(5):
+            while session.busy:
+                await anyio.sleep(0.01)
+        saved = await stored(m, "s")
+    # The caller will never be handed w1 now: it is answered "cancelled" with a1, so no call is left without a result.
+    assert roles(saved) == ["user", "assistant", "tool"]
+    assert {r.call_id: r.content.startswith("error: cancelled") for r in saved[2].tool_results} == {"a1": True,
+                                                                                                  "w1": True}
+    assert saved.pending_calls == () and saved.outcome is None

@@ -223,3 +223,50 @@ async def test_an_answer_that_was_never_accepted_is_not_kept_for_the_retry() -> 
         await retry.run()
     assert refused.status == 503
     assert retry.status == 200 and work.started == 1
+
+
+async def test_a_run_longer_than_the_answers_time_to_live_is_still_taken_over_by_its_retry() -> None:
+    async with serving(idempotency_ttl=0.2, retry_grace=5) as (app, manager, work, requests):
+        headers = {"X-Request-Id": "req-7"}
+        first, retry = Client(app, ASK, headers), Client(app, ASK, headers)
+        async with anyio.create_task_group() as group:
+            group.start_soon(first.run)
+            await work.running.wait()
+            await anyio.sleep(0.3)  # past the time to live: it counts from the answer, not from the request
+            first.gone.set()
+            group.start_soon(retry.run)
+            await anyio.sleep(0.05)
+            work.release.set()
+    assert retry.status == 200 and work.started == 1
+
+
+async def test_a_key_whose_first_attempt_failed_before_running_is_free_for_its_retry() -> None:
+    refused: list[str] = []
+
+    def access(request: Any, name: str) -> bool:
+        if not refused:
+            refused.append(name)
+            raise RuntimeError("the access database is down")
+        return True
+
+    async with serving(session_access=access) as (app, manager, work, requests):
+        work.release.set()
+        headers = {"X-Request-Id": "req-8", "X-Session-Id": "s"}
+        first = Client(app, ASK, headers)
+        with pytest.raises(RuntimeError, match="access database"):  # the server logs it ...
+            await first.run()
+        retry = Client(app, ASK, headers)
+        with anyio.fail_after(5):
+            await retry.run()
+    # ... and the client gets a 500 in OpenAI's format; its retry runs instead of waiting for a run that never began.
+    assert first.status == 500 and json.loads(first.text)["error"]["code"] == "internal_error"
+    assert retry.status == 200 and work.started == 1
+
+
+async def test_a_key_reused_for_another_session_is_refused() -> None:
+    async with serving() as (app, manager, work, requests):
+        work.release.set()
+        await Client(app, ASK, {"X-Request-Id": "req-9", "X-Session-Id": "a"}).run()
+        other = Client(app, ASK, {"X-Request-Id": "req-9", "X-Session-Id": "b"})
+        await other.run()
+    assert other.status == 400 and json.loads(other.text)["error"]["code"] == "request_id_reused"

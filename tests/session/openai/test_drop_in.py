@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
@@ -247,3 +248,21 @@ async def test_the_model_sees_the_client_tools_description_and_parameters() -> N
     spec = served.requests[0].tools[1]
     assert (spec.name, spec.description) == ("lookup", "Looks a word up.")
     assert dict(spec.parameters) == LOOKUP["function"]["parameters"]
+
+
+async def test_results_sent_twice_at_once_to_a_kept_conversation_answer_the_second_with_400() -> None:
+    async with serving(both_kinds) as served:
+        headers = {"X-Session-Id": "chat-3"}
+        first = message_of(await served.post(headers, messages=[USER], tools=[LOOKUP]))
+        history = [USER, {"role": "assistant", "content": first["content"], "tool_calls": first["tool_calls"]},
+                   {"role": "tool", "tool_call_id": "c1", "content": "forty-two"}]
+        answers: list[httpx.Response] = []
+
+        async def send() -> None:
+            answers.append(await served.post(headers, messages=history, tools=[LOOKUP]))
+
+        async with anyio.create_task_group() as group:  # both pass the check made when the request arrives
+            group.start_soon(send)
+            group.start_soon(send)
+    statuses = sorted((r.status_code, r.json().get("error", {}).get("code")) for r in answers)
+    assert statuses == [(200, None), (400, "tool_call_mismatch")]
