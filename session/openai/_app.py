@@ -107,6 +107,8 @@ from session._bearer import BearerAuth, TokenQuota
 from session._manager import Manager, SessionLimit
 from session._serving import DEFAULT_MAX_BODY_BYTES
 from session._session import Session
+from session._message import ToolResultsMismatch, before
+from session.openai._answer import failure
 from session.openai._completion import SESSION_HEADER, Completion
 from session.openai._errors import unauthorized
 from session.openai._replay import KEY_HEADER, Replay, Replays
@@ -331,15 +333,13 @@ class _Endpoint:
 
 
 def _check_results(session: Session, chat: ChatRequest) -> None:
-    """Tool results sent to a kept conversation must answer the calls it left for the client."""
-    if isinstance(chat.message, str):
-        return
-    open_ids = sorted(c.id for c in session.state.pending_calls)
-    given = sorted(r.call_id for r in chat.message)
-    if given != open_ids:
-        raise OpenAIError(400, f"The tool messages answer {', '.join(given)}, but the session's open tool calls are "
-                               f"{', '.join(open_ids) or 'none'}; send one tool message for each open call.",
-                          param="messages", code="tool_call_mismatch")
+    """Tool results sent to a kept conversation must answer the calls it left for the client: the check the
+    session makes when it takes the message, made now too, so that a streaming client gets a plain 400."""
+    if not isinstance(chat.message, str):
+        try:
+            before(session.state, chat.message)
+        except ToolResultsMismatch as exc:
+            raise failure(exc) from None
 
 
 def _quota_error(why: str) -> OpenAIError:

@@ -271,9 +271,9 @@ class Completion:
             chunk["usage"] = None  # as OpenAI does: only the last chunk has usage
         return sse(chunk)
 
-    def _fail(self, exc: BaseException) -> OpenAIError:
+    def _fail(self, exc: Exception) -> OpenAIError:
         _log.warning("chat completion failed", session=self.session.id, error=repr(exc))
-        return failure(exc) if isinstance(exc, Exception) else failure(RuntimeError(repr(exc)))
+        return failure(exc)
 
     async def _release(self) -> None:
         if self.fresh:

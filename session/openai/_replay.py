@@ -47,12 +47,13 @@ class Entry:
 
 
 class Replays:
-    """The entries by (owner, key), oldest first."""
+    """The entries by (owner, key): every run going on, and the answers kept, in the order they came."""
 
     def __init__(self, *, ttl: float = 600.0, size: int = 1000) -> None:
         self.ttl = positive_number("idempotency_ttl", ttl, unit="seconds")
         self.size = positive_int("idempotency_size", size)
-        self._entries: OrderedDict[tuple[str, str], Entry] = OrderedDict()
+        self._entries: dict[tuple[str, str], Entry] = {}
+        self._kept: OrderedDict[tuple[str, str], Entry] = OrderedDict()  # finished, oldest answer first
 
     def take(self, owner: str, key: str, request: bytes) -> tuple[Entry, bool]:
         """The entry for ``key``, and whether it is new (this request runs) rather than an earlier run's.
@@ -77,22 +78,27 @@ class Replays:
                headers: dict[str, str]) -> None:
         """``entry``'s run is over: its answer is kept for retries, ``ttl`` seconds from now."""
         entry.finish(result, id=id, created=created, headers=headers, ttl=self.ttl)
+        if self._entries.get(entry.key) is entry:
+            self._kept[entry.key] = entry
 
     def _forget_old(self) -> None:
-        """Drop answers past their time, and the oldest answers beyond ``size``; never a run still going on."""
+        """Drop answers past their time, and the oldest beyond ``size``; never a run still going on. Answers all
+        live ``ttl``, so the oldest answer is the first to expire."""
         now = time.monotonic()
-        finished = [key for key, entry in self._entries.items() if entry.done.is_set()]
-        excess = len(self._entries) - self.size
-        for key in finished:
-            if self._entries[key].expires <= now or excess > 0:
-                del self._entries[key]
-                excess -= 1
+        kept = self._kept
+        while kept:
+            key, oldest = next(iter(kept.items()))
+            if oldest.expires > now and len(kept) <= self.size:
+                break
+            del kept[key]
+            del self._entries[key]
 
     def drop(self, entry: Entry) -> None:
         """Forget ``entry`` (its run was stopped, or never started): a later retry runs afresh, and a retry already
         waiting for it is told to try again (503, which the SDKs retry)."""
         if self._entries.get(entry.key) is entry:
             del self._entries[entry.key]
+            self._kept.pop(entry.key, None)
         entry.finish(OpenAIError(503, "The first attempt of this request stopped before it finished; send it again "
                                       "to run it.", type="server_error", code="request_abandoned"),
                      id="", created=0, headers={}, ttl=0.0)

@@ -120,7 +120,8 @@ async def test_the_right_token_still_gets_in(url: str) -> None:
 async def _inspect(url: str, home: Path, *options: str) -> tuple[int, str, str]:
     """The MCP Inspector's CLI listing the tools at ``url``: its exit code, stdout and stderr."""
     command = shutil.which("mcp-inspector")
-    assert command, f"the MCP Inspector's CLI is not installed: npm install -g {INSPECTOR} (as .ci/run does)"
+    if command is None:  # as the Docker tests do; CI installs it, and fails on any skip
+        pytest.skip(f"needs the MCP Inspector's CLI: npm install -g {INSPECTOR} (as .ci/run does)")
     env = {**os.environ, "HOME": str(home), "MCP_INSPECTOR_SECRET_STORE": "memory"}  # its files stay in home
     with anyio.fail_after(60):
         done = await anyio.run_process([command, "--cli", url, "--transport", "http", "--method", "tools/list",

@@ -270,3 +270,20 @@ async def test_a_key_reused_for_another_session_is_refused() -> None:
         other = Client(app, ASK, {"X-Request-Id": "req-9", "X-Session-Id": "b"})
         await other.run()
     assert other.status == 400 and json.loads(other.text)["error"]["code"] == "request_id_reused"
+
+
+def test_the_oldest_answers_go_first_and_runs_going_on_are_never_forgotten() -> None:
+    from session.openai._answer import Answer
+    from session.openai._replay import Replays
+
+    replays = Replays(ttl=600, size=2)
+    answer = Answer({"role": "assistant", "content": "ok"}, "stop", {})
+    running, _ = replays.take("me", "running", b"running")
+    for key in ("a", "b", "c"):
+        entry, new = replays.take("me", key, key.encode())
+        assert new
+        replays.finish(entry, answer, id=key, created=0, headers={})
+    # Three answers kept and one run going on: the next request forgets the oldest answer, only it.
+    assert [replays.take("me", key, key.encode())[1] for key in ("b", "c", "running")] == [False, False, False]
+    assert replays.take("me", "a", b"a")[1] is True
+    assert replays.take("me", "running", b"running")[0] is running
