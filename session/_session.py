@@ -43,8 +43,8 @@ class Session:
     Each message is appended as a user turn (or a tool turn, see ``send``) and handed to ``processor`` with
     an executor that persists every completed turn through ``store``. ``events`` carries the step's events and
     the session's own (``MessageQueued``, ``MessageStarted``, ``TurnStored``, ``MessageFinished``/
-    ``MessageFailed``, ``Interrupted``). ``interrupt`` cancels the current message at once; pending tool calls get "cancelled"
-    results so the stored history stays valid. A processor that raises leaves the session usable.
+    ``MessageFailed``, ``Interrupted``). ``interrupt`` cancels the current message at once; pending tool calls
+    get "cancelled" results so the stored history stays valid. A processor that raises leaves the session usable.
 
     ``send`` queues a message in memory; ``post`` stores it in the store's inbox (``InboxStore``) first, so
     that it survives the process being killed. ``waiting`` holds messages from that inbox to run first (a
@@ -114,7 +114,10 @@ class Session:
         ``output`` asks its run for a typed answer (the processor runs inside ``WithOutput``), ``tools`` offers
         the model tools the caller answers (``loop.external_tools``), and ``options`` are laid over every turn
         of its run (``loop.turn_options``)."""
-        item = self._enqueue(message, *message_options(output, tools, options))
+        if output is None and tools == () and options is None:  # the usual message: nothing to check
+            item = self._enqueue(message)
+        else:
+            item = self._enqueue(message, *message_options(output, tools, options))
         if self.events.has_subscribers:
             self.events.publish(MessageQueued(item.id, self._waiting - 1 + (self._current is not None)))
         return item.id
