@@ -10,7 +10,8 @@ from cognitive._paths import CONVERSATION_ROOTS, StatePath
 from cognitive._pattern import Pattern, check_start, left_open, picked_up
 from cognitive._react import ReAct
 from cognitive._template import Template, show
-from loop import OutputType, Role, State, Text, TurnKind, UsageError, branch, scope, tracing
+from loop import (OutputType, Role, State, Text, TurnExecutor, TurnKind, TurnRunner, TurnSubmitter, UsageError,
+                  branch, has, scope, tracing)
 
 
 class Stage:
@@ -43,22 +44,22 @@ class Stage:
             raise UsageError(f"a stage name is an identifier (it names the stage's output), got {name!r}")
         self.name = name
         self.template = instructions if isinstance(instructions, Template) else Template(instructions)
-        if callable(getattr(runner, "run", None)):
+        if has(runner, Pattern):
             pattern: Pattern = runner
-        elif callable(getattr(runner, "turn", None)):
+        elif has(runner, TurnRunner):
             pattern = ReAct(runner)
             step = runner if step is None else step
         else:
             raise UsageError(f"stage {name!r}: runner must be a Pattern or a step (TurnRunner), got {runner!r}")
         self.output: OutputType[Any] | None = None
         if output_type is not None:
-            if not (callable(getattr(step, "turn", None)) and callable(getattr(step, "submit", None))):
+            if not has(step, TurnExecutor):
                 raise UsageError(f"stage {name!r} has an output_type, so it needs a step to ask for the format: "
                                  "give a step as runner, or step=")
             self.output = OutputType.of(output_type)
             pattern = WithOutput(pattern, step, self.output)
         self.pattern = pattern
-        self.step = step if callable(getattr(step, "submit", None)) else None
+        self.step = step if has(step, TurnSubmitter) else None
         self.key = name if key is None else key
         if not isinstance(self.key, str) or not self.key.isidentifier() or self.key in CONVERSATION_ROOTS:
             raise UsageError(f"stage {name!r}: key must be an identifier other than "

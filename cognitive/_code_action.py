@@ -9,25 +9,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from cognitive._pattern import check_start
-from loop import (
-    Options,
-    Role,
-    State,
-    Text,
-    Tool,
-    ToolCall,
-    ToolPipeline,
-    TimedTool,
-    ToolSpec,
-    TurnExecutor,
-    TurnKind,
-    UsageError,
-    index_tools,
-    non_negative_int,
-    positive_number,
-    scope,
-    tracing,
-)
+from loop import (Executor, Options, Role, State, Text, TimedTool, Tool, ToolCall, ToolPipeline, ToolSpec,
+                  TurnKind, UsageError, index_tools, non_negative_int, positive_number, require, scope,
+                  tracing)
 from sandbox import ExecResult, Sandbox, ToolBridge, ToolSandbox, accepts_tools
 
 _NO_TOOLS = Options(tool_choice="none")  # tools are reached from the program, not called by the model
@@ -87,7 +71,7 @@ class CodeAction:
 
     def __init__(
         self,
-        step: TurnExecutor,
+        step: Executor,
         sandbox: Sandbox,
         *,
         tools: Tool | Iterable[Tool] = (),
@@ -96,16 +80,14 @@ class CodeAction:
         timeout: float | None = None,
         python: str = "python3",
     ) -> None:
-        if not (callable(getattr(step, "turn", None)) and callable(getattr(step, "submit", None))):
-            raise UsageError(f"CodeAction needs a TurnExecutor (turn and submit, e.g. a Step), got {step!r}")
-        if not callable(getattr(sandbox, "exec", None)):
-            raise UsageError(f"CodeAction needs a Sandbox (something with exec(argv, ...)), got {sandbox!r}")
+        require(step, Executor, "CodeAction")
+        require(sandbox, Sandbox, "CodeAction", "a Sandbox (something with exec(argv, ...))")
         non_negative_int("max_repairs", max_repairs)
         positive_number("timeout", timeout, unit="seconds", optional=True)
         tools = tuple(index_tools(tools, "in a CodeAction").values())  # one tool needs no list
         # Bridged calls go through a tool pipeline, as a model turn's do: charged to the run's budgets,
         # published as ToolStarted/ToolFinished on the step's bus, each in a scope of its own.
-        self.pipeline = ToolPipeline(tools, events=getattr(step, "events", None))
+        self.pipeline = ToolPipeline(tools, events=step.events)
         bridge = ToolBridge([_Bridged(t, self.pipeline) for t in tools], max_tool_calls=max_tool_calls)
         bridging: ToolSandbox | None = None  # the sandbox again, when it runs programs with the tools bridged
         if bridge.tools:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import attrs
 
 from cognitive._pattern import Pattern, check_start
 from cognitive._react import SingleShot
-from loop import (BranchResult, Options, Role, State, UsageError, current_scope, fan_out, positive_int, positive_number,
-                  scope, tracing, turn_options)
+from loop import (BranchResult, Executor, Options, Role, Sampler, State, UsageError, current_scope, fan_out, has,
+                  positive_int, positive_number, require, scope, tracing, turn_options)
 from loop.errors import BudgetExhausted
 
 Normaliser = Callable[[str], str]
@@ -116,9 +116,8 @@ class SelfConsistency:
         inner = self.inner
         if not isinstance(inner, SingleShot) or self.n == 1:
             return False
-        step: Any = inner.step
-        return callable(getattr(step, "sample", None)) and bool(
-            getattr(getattr(step, "provider", None), "supports_choices", False))
+        step = inner.step
+        return has(step, Sampler) and cast(Sampler, step).samples_in_one_request
 
     def _options(self, index: int) -> Options:
         return Options(temperature=self.temperature, seed=None if self.seed is None else self.seed + index)
@@ -141,14 +140,14 @@ class SelfConsistency:
         return samples, errors
 
     async def _sample_natively(self, state: State) -> tuple[list[_Sample], list[tuple[int, Exception | str]]]:
-        step: Any = getattr(self.inner, "step")
+        assert isinstance(self.inner, SingleShot)  # native sampling is for a SingleShot's step (see _native)
+        step = cast(Executor, require(self.inner.step, Executor, "SelfConsistency"))
         try:
-            states = await step.sample(state, self.n, self._options(0))
+            states = list(await step.sample(state, self.n, self._options(0)))
         except BudgetExhausted:
             raise
         except Exception as exc:  # one request for every sample: they all failed with it
             return [], [(i, exc) for i in range(self.n)]
-        states = list(states)
         calling = [i for i, sampled in enumerate(states) if sampled.last is not None and sampled.last.role is Role.TOOL]
         if calling:
             # As SingleShot does: a sample that called tools writes its answer in one more turn, tools off.

@@ -10,13 +10,14 @@ best effort, degraded when the check never passes), ``WithVerification`` (a gate
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+
+from typing import cast
 
 from cognitive._pattern import Pattern, check_start
 from cognitive._react import ReAct
 from cognitive._refine import check_prompt, check_wiring, revise
-from loop import (Role, State, Text, ToolCall, TurnExecutor, TurnRunner, UsageError, ask, branch, positive_int,
-                  positive_number, scope, tracing)
+from loop import (Deriver, Role, State, Text, ToolCall, ToolRunner, TurnExecutor, TurnSubmitter,
+                  UsageError, ask, branch, has, positive_int, positive_number, require, scope, tracing)
 from verifier import Result, Status, Verdict
 
 CHECK = """\
@@ -46,9 +47,9 @@ class ToolCheckedVerifier:
 
     __slots__ = ("step", "name", "max_turns", "prompt")
 
-    def __init__(self, step: TurnRunner, *, max_turns: int = 6, name: str = "tool_check", prompt: str = CHECK) -> None:
-        if not callable(getattr(step, "turn", None)):
-            raise UsageError(f"ToolCheckedVerifier needs a TurnRunner (a step with the checking tools), got {step!r}")
+    def __init__(self, step: TurnExecutor, *, max_turns: int = 6, name: str = "tool_check",
+                 prompt: str = CHECK) -> None:
+        require(step, TurnExecutor, "ToolCheckedVerifier", "a TurnExecutor (a step with the checking tools)")
         if not isinstance(name, str) or not name:
             raise UsageError(f"name must be a non-empty string, got {name!r}")
         self.step = step
@@ -99,15 +100,11 @@ class Critic:
         prompt: str = REVISE_CHECKED,
     ) -> None:
         check_wiring("Critic", inner, step)
-        if not callable(getattr(step, "turn", None)):
-            raise UsageError(f"Critic needs a TurnExecutor (a step: turn and submit), got {step!r}")
-        checker: Any = step
+        require(step, TurnExecutor, "Critic")
+        checker: TurnExecutor = step
         if tools is not None:
-            derive = getattr(step, "derive", None)
-            if not callable(derive):
-                raise UsageError(f"Critic(tools=...) narrows the step's tools with step.derive, which {step!r} "
-                                 "does not have; pass a loop.Step, or tools=None")
-            checker = derive(tools=tools)
+            checker = cast(Deriver, require(step, Deriver, "Critic(tools=...)", "an executor it can narrow the tools of with "
+                              "derive, such as a loop.Step (or tools=None)")).derive(tools=tools)
         self.inner = inner
         self.step = step
         self.check = ToolCheckedVerifier(checker, max_turns=max_check_turns)
@@ -123,16 +120,13 @@ class Critic:
                                 timeout=self.check_timeout, prompt=self.prompt, unit="rounds", span=span)
 
     def __repr__(self) -> str:
-        tools = [t.spec.name for t in getattr(self.check.step, "tools", ())]
+        checker = self.check.step
+        tools = [t.spec.name for t in cast(ToolRunner, checker).pipeline.tools] if has(checker, ToolRunner) else []
         return f"Critic({self.inner!r}, tools={tools}, max_rounds={self.max_rounds})"
 
 
-async def _add_system(runner: Any, state: State, text: str) -> State:
-    submit = getattr(runner, "submit", None)
-    if callable(submit):
-        added: State = await submit(state, Role.SYSTEM, Text(text))
-        return added
-    return state.append(Role.SYSTEM, Text(text))
+async def _add_system(runner: TurnSubmitter, state: State, text: str) -> State:
+    return await runner.submit(state, Role.SYSTEM, Text(text))
 
 
 def _evidence(checked: State, since: int) -> str:

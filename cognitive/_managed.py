@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
 
 from cognitive._ledger import Ledger
 from cognitive._pattern import check_start
 from cognitive._react import ReAct
-from loop import State, Transform, UsageError, scope
+from loop import Executor, State, Transform, UsageError, require, scope
 
 
 class Managed:
@@ -26,11 +25,10 @@ class Managed:
 
     __slots__ = ("step", "max_turns", "detect_loops", "view", "_react")
 
-    def __init__(self, step: Any, *, max_turns: int = 12, detect_loops: bool = True,
+    def __init__(self, step: Executor, *, max_turns: int = 12, detect_loops: bool = True,
                  view: Transform | None = None) -> None:
-        derive = getattr(step, "derive", None)
-        if not callable(derive) or not hasattr(step, "transforms"):
-            raise UsageError(f"Managed needs a loop.Step (it adds the ledger view with step.derive), got {step!r}")
+        require(step, Executor, "Managed", "a loop.Executor such as a loop.Step (it adds the ledger view with "
+                "step.derive)")
         if view is not None and not callable(view):
             raise UsageError(f"view must be a transform (State -> State), such as Ledger() or AutoContext(); "
                              f"got {view!r}")
@@ -38,7 +36,7 @@ class Managed:
         self.max_turns = max_turns
         self.detect_loops = detect_loops
         self.view: Transform = view if view is not None else Ledger()
-        self._react = ReAct(derive(transforms=(*step.transforms, self.view)), max_turns=max_turns,
+        self._react = ReAct(step.derive(transforms=(*step.transforms, self.view)), max_turns=max_turns,
                             detect_loops=detect_loops)
 
     async def run(self, state: State) -> State:

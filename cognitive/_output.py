@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from typing import Any, Generic, TypeVar, overload
 
 from cognitive._pattern import Pattern, left_open
-from loop import (Options, OutputType, Role, State, Text, TurnExecutor, TurnKind, UsageError, non_negative_int, scope,
-                  tracing)
+from loop import (Options, OutputType, Role, State, Text, TurnExecutor, TurnKind, UsageError, non_negative_int,
+                  require, scope, tracing)
 from loop.errors import VerificationFailed
 from verifier import SchemaVerifier, build_report
 
@@ -52,10 +52,8 @@ class WithOutput(Generic[T]):
         max_retries: int = 2,
         on_failure: str = "raise",
     ) -> None:
-        if not callable(getattr(inner, "run", None)):
-            raise UsageError(f"WithOutput wraps a Pattern (something with run(state)), got {inner!r}")
-        if not (callable(getattr(step, "turn", None)) and callable(getattr(step, "submit", None))):
-            raise UsageError(f"WithOutput needs a TurnExecutor (turn and submit, e.g. a Step), got {step!r}")
+        require(inner, Pattern, "WithOutput", "a Pattern to wrap (something with run(state))")
+        require(step, TurnExecutor, "WithOutput")
         if mode not in MODES:
             raise UsageError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
         non_negative_int("max_retries", max_retries)

@@ -6,7 +6,7 @@ import reprlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from loop import Role, State, TurnExecutor, UsageError, run_path
+from loop import Role, State, TurnExecutor, UsageError, has, run_path
 
 
 @runtime_checkable
@@ -70,7 +70,7 @@ def new_turn_processor(factory: PatternFactory) -> TurnProcessor:
     def process(executor: TurnExecutor, state: State) -> Awaitable[State]:
         # A plain function returning the run itself: one coroutine less per message than awaiting it here.
         pattern = factory(executor)
-        if not callable(getattr(pattern, "run", None)):
+        if not has(pattern, Pattern):
             raise UsageError(f"the factory returned {pattern!r}, which is not a Pattern (no run(state) method)")
         return pattern.run(state)
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from cognitive._loops import watch as _watch
 from cognitive._pattern import check_start, left_open
-from loop import Options, Role, State, TurnRunner, UsageError, positive_int, scope, tracing
+from loop import Options, Role, State, TurnRunner, UsageError, positive_int, require, scope, tracing
 
 _FINAL = Options(tool_choice="none")
 
 
 def _check_runner(step: object, who: str) -> None:
-    if not callable(getattr(step, "turn", None)):
-        raise UsageError(f"{who} needs a TurnRunner (something with turn(state)), got {step!r}")
+    require(step, TurnRunner, who, "a TurnRunner (something with turn(state))")
 
 
 class ReAct:

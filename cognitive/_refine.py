@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from cognitive._pattern import Pattern, check_start, left_open
-from loop import (Role, State, Text, TurnKind, TurnSubmitter, UsageError, positive_int,
-                  positive_number, scope, tracing)
+from loop import (Role, State, Text, TurnKind, TurnSubmitter, UsageError, has, positive_int, positive_number,
+                  require, scope, tracing)
 from loop.errors import VerificationError
 from verifier import Result, Status, Verifier, run_all
 
@@ -95,16 +95,14 @@ async def revise(inner: Pattern, submitter: TurnSubmitter, critic: Verifier, sta
 
 
 def check_wiring(who: str, inner: Any, submitter: Any) -> None:
-    if not callable(getattr(inner, "run", None)):
-        raise UsageError(f"{who} wraps a Pattern (something with run(state)), got {inner!r}")
-    if not callable(getattr(submitter, "submit", None)):
-        raise UsageError(f"{who} needs a TurnSubmitter (the step) to submit feedback, got {submitter!r}")
+    require(inner, Pattern, who, "a Pattern to wrap (something with run(state))")
+    require(submitter, TurnSubmitter, who, "a TurnSubmitter (the step) to submit its reports")
 
 
 def check_critic(who: str, name: str, critic: Any) -> Verifier:
     if isinstance(critic, (list, tuple)):
         raise UsageError(f"{who}'s {name} is one Verifier, got {critic!r}")
-    if not isinstance(getattr(critic, "name", None), str) or not callable(getattr(critic, "verify", None)):
+    if not has(critic, Verifier) or not isinstance(critic.name, str):
         raise UsageError(f"{who}'s {name} must be a verifier.Verifier (a str .name and an async .verify(state)), "
                          f"got {critic!r}; wrap a function in verifier.FunctionVerifier")
     checked: Verifier = critic

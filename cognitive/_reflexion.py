@@ -9,8 +9,8 @@ import attrs
 
 from cognitive._pattern import Pattern, check_start
 from cognitive._refine import check_critic, check_prompt
-from loop import (Role, State, Text, TurnRunner, UsageError, ask, branch, positive_int, positive_number, scope,
-                  tracing)
+from loop import (Role, State, Text, TurnExecutor, UsageError, ask, branch, positive_int,
+                  positive_number, require, scope, tracing)
 from loop.errors import VerificationFailed
 from verifier import Status, Verifier, run_all
 
@@ -116,7 +116,7 @@ class Reflexion:
     def __init__(
         self,
         inner: Pattern,
-        step: TurnRunner,
+        step: TurnExecutor,
         evaluator: Verifier,
         *,
         max_trials: int = 4,
@@ -127,10 +127,8 @@ class Reflexion:
         memory_prompt: str = MEMORY,
         reflect_prompt: str = REFLECT,
     ) -> None:
-        if not callable(getattr(inner, "run", None)):
-            raise UsageError(f"Reflexion wraps a Pattern (something with run(state)), got {inner!r}")
-        if not callable(getattr(step, "turn", None)):
-            raise UsageError(f"Reflexion needs a TurnRunner (the step) to write reflections, got {step!r}")
+        require(inner, Pattern, "Reflexion", "a Pattern to wrap (something with run(state))")
+        require(step, TurnExecutor, "Reflexion", "a TurnExecutor (the step) to write reflections")
         self.evaluator = check_critic("Reflexion", "evaluator", evaluator)
         if not isinstance(memory_key, str) or not memory_key:
             raise UsageError(f"memory_key must be a non-empty string, got {memory_key!r}")
@@ -187,11 +185,7 @@ class Reflexion:
         lessons = "\n".join(f"{i}. {x.text}" for i, x in enumerate(memory.lessons, 1))
         text = Text(self.memory_prompt.format(lessons=lessons))
         meta = {"kind": MEMORY_KIND, "lessons": len(memory.lessons)}
-        submit = getattr(self.step, "submit", None)
-        if callable(submit):
-            shown: State = await submit(state, Role.SYSTEM, text, meta=meta)
-            return shown
-        return state.append(Role.SYSTEM, text, meta=meta)
+        return await self.step.submit(state, Role.SYSTEM, text, meta=meta)
 
     async def _reflect(self, trajectory: State, feedback: str) -> str:
         """The lesson of a failed trial, or ``""`` when the model could not put one in the form asked for."""

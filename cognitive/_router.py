@@ -7,7 +7,8 @@ from types import MappingProxyType
 from typing import Any
 
 from cognitive._pattern import Pattern, check_start, left_open, picked_up
-from loop import Role, State, Text, TurnKind, TurnRunner, UsageError, ask, branch, non_negative_int, scope, tracing
+from loop import (Role, State, Text, TurnKind, TurnRunner, UsageError, ask, branch, non_negative_int, require, scope,
+                  tracing)
 from loop.errors import VerificationFailed
 
 PROMPT = """\
@@ -48,10 +49,8 @@ class Router:
         for name, pattern in choices.items():
             if not isinstance(name, str) or not name or "/" in name:
                 raise UsageError(f"a route name is a non-empty string without '/', got {name!r}")
-            if not callable(getattr(pattern, "run", None)):
-                raise UsageError(f"route {name!r} must be a Pattern (something with run(state)), got {pattern!r}")
-        if not callable(getattr(step, "turn", None)):
-            raise UsageError(f"Router needs a TurnRunner to choose with (e.g. a Step), got {step!r}")
+            require(pattern, Pattern, f"route {name!r}", "a Pattern (something with run(state))")
+        require(step, TurnRunner, "Router", "a TurnRunner to choose with (e.g. a Step)")
         descriptions = dict(descriptions or {})
         unknown = sorted(set(descriptions) - set(choices))
         if unknown:

@@ -3,13 +3,13 @@ the view that starts at the newest boundary."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from cognitive._exchanges import (EXCHANGE, STRAY, canonical_arguments, check_counter, count, excerpt,
                                   split_units)
-from loop import (Options, ProgressCallback, Role, State, Text, TokenCounter, ToolCall, Turn, TurnKind, TurnRunner,
-                  UsageError, approx_tokens, branch, positive_int, run_path, tracing)
+from loop import (Executor, Options, Role, State, Text, TokenCounter, ToolCall, Transform, Turn, TurnKind,
+                  TurnMiddleware, TurnRunner, UsageError, approx_tokens, branch, positive_int, require, run_path,
+                  tracing)
 from loop.errors import BudgetExhausted, LoopError
 
 SUMMARY_PROMPT = (
@@ -92,7 +92,7 @@ class FromLastCompaction:
         return "FromLastCompaction()"
 
 
-class Summarize:
+class Summarize(TurnMiddleware):
     """Runs ``step``'s turns on the conversation from its newest compaction boundary, and makes a new boundary
     when that view grows past ``max_tokens`` tokens (as ``counter`` counts them).
 
@@ -102,7 +102,7 @@ class Summarize:
     such as a cheaper ``step.derive(...)``), asked with tools off inside ``loop.branch("summarize")`` so the
     request is never taken for the conversation. Its answer is appended as a ``SYSTEM`` turn with
     ``meta={"kind": TurnKind.COMPACTION, "kept": ..., "summarized": ...}``, through ``step.submit`` when the
-    step has one (so it is published like any turn) and ``state.append`` otherwise. Nothing is deleted: the
+    step has one (so it is published and recorded like any turn). Nothing is deleted: the
     turns it summarizes stay in the state and are hidden by ``FromLastCompaction``, which this wrapper puts
     in front of the step's own transforms. No boundary is made while tool calls wait for their results, nor
     when there is nothing new to summarize.
@@ -113,15 +113,17 @@ class Summarize:
     ``UsageError`` and ``BudgetExhausted`` from the summarizer are raised, since they are not a summary's
     failure. ``prompt`` is the summarizer's instruction.
 
-    Raises ``UsageError`` when ``step`` or ``summarizer`` has no ``turn``, when ``step`` cannot take another view
-    (it needs ``derive(transforms=...)``, as ``loop.Step`` has), or when a setting is not valid.
+    A ``loop.TurnMiddleware``: it keeps every ability of ``step`` and composes with other middleware in any
+    order; samples (``sample``) are taken on the same view, after a boundary is made if one is due. Raises
+    ``UsageError`` when ``step`` is not a ``loop.Executor``, when ``summarizer`` has no ``turn``, or when a
+    setting is not valid.
     """
 
-    __slots__ = ("step", "summarizer", "max_tokens", "keep_last", "counter", "prompt", "_viewing")
+    __slots__ = ("summarizer", "max_tokens", "keep_last", "counter", "prompt", "_viewing")
 
     def __init__(
         self,
-        step: TurnRunner,
+        step: Executor,
         summarizer: TurnRunner,
         *,
         max_tokens: int = 32_000,
@@ -129,52 +131,64 @@ class Summarize:
         counter: TokenCounter = approx_tokens,
         prompt: str = SUMMARY_PROMPT,
     ) -> None:
-        if not callable(getattr(step, "turn", None)):
-            raise UsageError(f"Summarize needs a TurnRunner (something with turn(state)) to run, got {step!r}")
-        if not callable(getattr(summarizer, "turn", None)):
-            raise UsageError(f"Summarize needs a summarizer: a TurnRunner such as a Step, got {summarizer!r}")
+        super().__init__(step)
+        require(summarizer, TurnRunner, "Summarize's summarizer")
         if not isinstance(prompt, str) or not prompt.strip():
             raise UsageError(f"prompt must be the summarizer's instruction (a non-empty string), got {prompt!r}")
         self.max_tokens = positive_int("max_tokens", max_tokens)
         self.keep_last = positive_int("keep_last", keep_last)
         self.counter = check_counter(counter)
-        self.step = step
         self.summarizer = summarizer
         self.prompt = prompt
-        self._viewing = boundary_view(step)
+        self._viewing = boundary_view(self.inner)
 
-    async def turn(
-        self, state: State, options: Options | None = None, *, progress: ProgressCallback | None = None
-    ) -> State:
+    @property
+    def step(self) -> Executor:
+        """The executor whose turns this runs."""
+        return self.inner
+
+    def rewrap(self, inner: Executor) -> Executor:
+        return Summarize(inner, self.summarizer, max_tokens=self.max_tokens, keep_last=self.keep_last,
+                         counter=self.counter, prompt=self.prompt)
+
+    async def turn(self, state: State, options: Options | None = None) -> State:
         """One turn of ``step`` on the view from the newest boundary, after making a boundary if the view is too
         long. Returns the state with the boundary (if one was made) and the turn appended."""
+        state, failure = await self._compacted(state)
+        done = await self._viewing.turn(state, options)
+        return done if failure is None else self._note(done, failure)
+
+    async def sample(self, state: State, n: int, options: Options | None = None) -> tuple[State, ...]:
+        """``n`` samples of ``step`` on the same view a turn would have, after making a boundary if one is due."""
+        state, failure = await self._compacted(state)
+        samples = await self._viewing.sample(state, n, options)
+        return samples if failure is None else tuple(self._note(s, failure) for s in samples)
+
+    async def view(self, state: State) -> State:
+        return await self._viewing.view(state)
+
+    @property
+    def transforms(self) -> tuple[Transform, ...]:
+        return self._viewing.transforms
+
+    async def _compacted(self, state: State) -> tuple[State, str | None]:
         if not isinstance(state, State):
             raise UsageError(f"a turn runs on a loop.State, got {state!r}")
-        failure = None
-        if self._due(state):
-            try:
-                state = await self.compact(state)
-            except (UsageError, BudgetExhausted):
-                raise
-            except Exception as exc:
-                failure = f"the summary could not be made ({type(exc).__name__}: {exc}); the turn ran on the " \
-                          "history since the last compaction"
-                _log.warning("compaction failed; running the turn without it", error=repr(exc))
-        done: State = await self._viewing.turn(state, options, progress=progress)
-        if failure is not None:
-            path = run_path()
-            done = done.with_outcome(data={"compaction_failed": failure},
-                                     path=f"{path}/Summarize" if path else "Summarize")
-        return done
+        if not self._due(state):
+            return state, None
+        try:
+            return await self.compact(state), None
+        except (UsageError, BudgetExhausted):
+            raise
+        except Exception as exc:
+            _log.warning("compaction failed; running the turn without it", error=repr(exc))
+            return state, (f"the summary could not be made ({type(exc).__name__}: {exc}); the turn ran on the "
+                           "history since the last compaction")
 
-    async def submit(self, state: State, role: Role | str, *parts: Any,
-                     meta: Mapping[str, Any] | None = None) -> State:
-        """``step.submit``: so that this wrapper can stand in for the step wherever a ``TurnExecutor`` is taken."""
-        submit = getattr(self.step, "submit", None)
-        if not callable(submit):
-            raise UsageError(f"the step Summarize wraps cannot submit turns (no submit method): {self.step!r}")
-        result: State = await submit(state, role, *parts, meta=meta)
-        return result
+    @staticmethod
+    def _note(done: State, failure: str) -> State:
+        path = run_path()
+        return done.with_outcome(data={"compaction_failed": failure}, path=f"{path}/Summarize" if path else "Summarize")
 
     def _due(self, state: State) -> bool:
         if state.pending_calls:
@@ -217,29 +231,20 @@ class Summarize:
         text = (f"Summary of {len(summarized)} earlier turns of this conversation, which are no longer shown:"
                 f"\n\n{summary}")
         meta = {"kind": TurnKind.COMPACTION, "kept": len(turns) - kept_start, "summarized": len(summarized)}
-        submit = getattr(self.step, "submit", None)
-        if callable(submit):
-            result: State = await submit(state, Role.SYSTEM, Text(text), meta=meta)
-            return result
-        return state.append(Role.SYSTEM, Text(text), meta=meta)
+        return await self.inner.submit(state, Role.SYSTEM, Text(text), meta=meta)
 
     def __repr__(self) -> str:
         return (f"Summarize({self.step!r}, {self.summarizer!r}, max_tokens={self.max_tokens}, "
                 f"keep_last={self.keep_last})")
 
 
-def boundary_view(step: object) -> Any:
+def boundary_view(step: Executor) -> Executor:
     """``step`` showing its model the conversation from the newest compaction boundary
-    (``FromLastCompaction`` before its own transforms), made with ``step.derive(transforms=...)``; ``UsageError``
-    when the step has no ``derive``."""
-    derive = getattr(step, "derive", None)
-    if not callable(derive):
-        raise UsageError(f"Summarize needs a step it can add a view to, one with derive(transforms=...) such as "
-                         f"loop.Step; got {step!r}")
-    own = tuple(getattr(step, "transforms", ()))
+    (``FromLastCompaction`` before its own transforms), made with ``step.derive(transforms=...)``."""
+    own = step.transforms
     if any(isinstance(t, FromLastCompaction) for t in own):
         return step
-    return derive(transforms=(FromLastCompaction(), *own))
+    return step.derive(transforms=(FromLastCompaction(), *own))
 
 
 def _request_text(first_user: Turn | None, turns: Sequence[Turn]) -> str:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from cognitive._pattern import Pattern, check_start, left_open
-from loop import (Role, State, Text, TurnKind, TurnSubmitter, UsageError, non_negative_int, positive_number, scope,
+from loop import (Role, State, Text, TurnKind, TurnSubmitter, non_negative_int, positive_number, scope,
                   tracing)
 from loop.errors import VerificationError, VerificationFailed
 from verifier import Result, Status, Verifier, build_report, check_verifiers, run_all
+from cognitive._refine import check_wiring
 
 
 class WithVerification:
@@ -34,10 +35,7 @@ class WithVerification:
         max_retries: int = 3,
         verifier_timeout: float | None = 300.0,
     ) -> None:
-        if not callable(getattr(inner, "run", None)):
-            raise UsageError(f"WithVerification wraps a Pattern (something with run(state)), got {inner!r}")
-        if not callable(getattr(submitter, "submit", None)):
-            raise UsageError(f"WithVerification needs a TurnSubmitter (the step) to submit reports, got {submitter!r}")
+        check_wiring("WithVerification", inner, submitter)
         non_negative_int("max_retries", max_retries)
         positive_number("verifier_timeout", verifier_timeout, unit="seconds", optional=True)
         verifiers = check_verifiers(verifiers, "verifiers", unique=True)

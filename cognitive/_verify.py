@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from cognitive._pattern import check_start
-from loop import Options, Role, State, Text, TurnExecutor, TurnKind, UsageError, branch, scope, tracing
+from loop import Options, Role, State, Text, TurnExecutor, TurnKind, UsageError, branch, require, scope, tracing
 
 PROMPT = """\
 Work through the request in this order, in one reply, with each heading on a line of its own:
@@ -37,8 +37,7 @@ class Verify:
     __slots__ = ("step", "instructions")
 
     def __init__(self, step: TurnExecutor, *, instructions: str = PROMPT) -> None:
-        if not (callable(getattr(step, "turn", None)) and callable(getattr(step, "submit", None))):
-            raise UsageError(f"Verify needs a TurnExecutor (turn and submit, e.g. a Step), got {step!r}")
+        require(step, TurnExecutor, "Verify")
         if not isinstance(instructions, str) or not instructions.strip():
             raise UsageError(f"instructions must be a non-empty string, got {instructions!r}")
         self.step = step

@@ -20,17 +20,20 @@ from loop._ask import Asked, ask
 from loop._budget import PRICES, Budget, Price, Spend, Spent, charge
 from loop._checks import int_at_least, non_negative_int, positive_int, positive_number
 from loop._codec import delta_from_dict, delta_to_dict, part_from_dict, part_to_dict
+from loop._executor import (Deriver, Described, Executor, Publisher, Sampler, ToolRunner, Transform, Viewer, has,
+                            provider_info, require)
+from loop._middleware import TurnMiddleware
 from loop._fanout import BranchResult, as_completed, fan_out
 from loop._outcome import Outcome
 from loop._output import OutputType
 from loop._parts import Part, Reasoning, Role, Text, ToolCall, ToolResult, Usage
-from loop._progress import ProgressCallback, on_progress
 from loop._protocols import (
     Delta,
     DeltaStream,
     Finish,
     Options,
     Provider,
+    ProviderInfo,
     ReasoningDelta,
     Request,
     TextDelta,
@@ -44,10 +47,10 @@ from loop._protocols import (
     UseTool,
 )
 from loop._pipeline import CANCELLED, ToolPipeline
-from loop._scope import (Carried, RunScope, branch, carry, charging, current_scope, external_tools, main_line,
-                         run_path, scope, turn_options)
+from loop._scope import (Carried, Recorder, RunScope, branch, carry, charging, current_scope, external_tools,
+                         main_line, recording, run_path, scope, turn_options)
 from loop._state import State
-from loop._step import Step, Transform
+from loop._step import Step
 from loop._tokens import TokenCounter, approx_tokens
 from loop._tools import FunctionTool, TimedTool, Tool, index_tools, json_default, tool, tool_timeout
 from loop._turn import Turn, TurnKind
@@ -64,8 +67,11 @@ __all__ = [
     "Carried",
     "Delta",
     "DeltaStream",
+    "Deriver",
+    "Described",
     "EventBus",
     "EventsDropped",
+    "Executor",
     "Finish",
     "FunctionTool",
     "LoopError",
@@ -75,13 +81,16 @@ __all__ = [
     "PRICES",
     "Part",
     "Price",
-    "ProgressCallback",
     "Provider",
+    "ProviderInfo",
+    "Publisher",
     "Reasoning",
     "ReasoningDelta",
+    "Recorder",
     "Request",
     "Role",
     "RunScope",
+    "Sampler",
     "Spend",
     "Spent",
     "Stamped",
@@ -99,6 +108,7 @@ __all__ = [
     "ToolFinished",
     "ToolPipeline",
     "ToolResult",
+    "ToolRunner",
     "ToolSpec",
     "ToolStarted",
     "Transform",
@@ -107,6 +117,7 @@ __all__ = [
     "TurnExecutor",
     "TurnFailed",
     "TurnKind",
+    "TurnMiddleware",
     "TurnRunner",
     "TurnStarted",
     "TurnSubmitter",
@@ -114,6 +125,7 @@ __all__ = [
     "UsageDelta",
     "UsageError",
     "UseTool",
+    "Viewer",
     "Wake",
     "approx_tokens",
     "as_completed",
@@ -123,20 +135,23 @@ __all__ = [
     "charge",
     "charging",
     "current_scope",
-    "external_tools",
     "delta_from_dict",
     "delta_to_dict",
+    "external_tools",
     "fan_out",
+    "has",
     "index_tools",
     "int_at_least",
     "json_default",
     "main_line",
     "non_negative_int",
-    "on_progress",
     "part_from_dict",
     "part_to_dict",
     "positive_int",
     "positive_number",
+    "provider_info",
+    "require",
+    "recording",
     "run_path",
     "scope",
     "tool",

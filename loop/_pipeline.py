@@ -9,12 +9,13 @@ code-action programs' bridged calls use the same.
 
 from __future__ import annotations
 
+import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import anyio
-import anyio.lowlevel
 
 from loop import tracing
 from loop._argcheck import ArgumentChecker
@@ -22,7 +23,7 @@ from loop._budget import _TOOLS, Spend, exhausted_error
 from loop._checks import positive_int, positive_number
 from loop._events import EventBus, ToolFinished, ToolStarted
 from loop._parts import ToolCall, ToolResult
-from loop._scope import branch, current_scope
+from loop._scope import branch, current_scope, current_task
 from loop._tools import Tool, index_tools, render, tool_timeout, truncate
 from loop.errors import UsageError
 
@@ -175,13 +176,25 @@ class ToolPipeline:
                 return error_result(call, f"the tool timed out after {timeout:g} seconds and was stopped")
             content = render(value)
         except anyio.get_cancelled_exc_class():
-            # Re-raises if the turn itself is being cancelled; otherwise only the tool was.
-            await anyio.lowlevel.checkpoint_if_cancelled()
+            if caller_cancelled():
+                raise
+            # Only the tool was cancelled (it cancelled itself, or something it awaited was): its result says so.
             return error_result(call, "the tool was cancelled before it finished")
         except Exception as exc:
             _log.warning("tool raised", tool=call.name, call_id=call.id, error=repr(exc))
             return error_result(call, truncate(f"the tool raised {type(exc).__name__}: {exc}", self.max_result_chars))
         return ToolResult(call.id, call.name, truncate(content, self.max_result_chars))
+
+
+def caller_cancelled() -> bool:
+    """Whether the task running now is being cancelled by its caller: a cancelled anyio scope around it, or, on
+    asyncio, ``task.cancel()`` (Ctrl-C, ``asyncio.wait_for``, ``asyncio.timeout``), which asyncio counts on the
+    task (``Task.cancelling``) until the cancellation is taken back. A cancellation that reached a tool by any
+    other way (the tool cancelled itself) is the tool's failure, not the caller's."""
+    task = current_task()
+    if isinstance(task, asyncio.Task) and task.cancelling():
+        return True
+    return anyio.current_effective_deadline() == -math.inf  # a cancelled scope encloses this task
 
 
 def _reserve_call() -> Spend | None:

@@ -226,6 +226,22 @@ class Request:
     path: str = ""
 
 
+@attrs.frozen
+class ProviderInfo:
+    """What a provider says of itself (``loop.Described``), read by the step and by provider wrappers.
+
+    ``model``: the model it asks for when the options name none (prices are looked up by the model that
+    answered, and by this one before the first answer). ``choices``: whether it returns ``Options.n`` choices
+    for one request (else ``Step.sample`` makes concurrent calls). ``json_schema``: whether it honours
+    ``Options.output_schema`` natively. ``streams_usage``: whether its streamed responses report token usage
+    (else the step estimates it, and marks it estimated)."""
+
+    model: str | None = None
+    choices: bool = False
+    json_schema: bool = True
+    streams_usage: bool = True
+
+
 # -- protocols -----------------------------------------------------------------------------------------
 
 
@@ -242,6 +258,7 @@ class DeltaStream(Protocol):
     async def aclose(self) -> None: ...
 
 
+@runtime_checkable
 class Provider(Protocol):
     """Streams one model response to a ``Request``.
 
@@ -268,11 +285,13 @@ class TurnRunner(Protocol):
 
 @runtime_checkable
 class TurnSubmitter(Protocol):
-    """Appends a turn that did not come from the model (a user message, a verification report) and publishes
-    it as if it had been spoken. Returns the new state."""
+    """Appends a turn that did not come from the model (a user message, a verification report), spoken by
+    ``name`` when given (among several speakers), and publishes it as if it had been spoken; on the main line
+    it is recorded like a turn the model wrote. Returns the new state."""
 
     async def submit(
-        self, state: State, role: Role, *parts: Part, meta: Mapping[str, Any] | None = None
+        self, state: State, role: Role, *parts: Part, meta: Mapping[str, Any] | None = None,
+        name: str | None = None,
     ) -> State: ...
 
 

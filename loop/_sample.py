@@ -34,7 +34,7 @@ async def sample_states(step: Step, state: State, n: int, options: Options | Non
     scope_options = current_scope().options
     opts = step._options if scope_options is None else step._options.merge(scope_options)
     opts = attrs.evolve(opts.merge(options), n=None)
-    if n > 1 and getattr(step._provider, "supports_choices", False):
+    if n > 1 and step.samples_in_one_request:
         return await _sample_natively(step, state, n, opts)
     def job(index: int) -> Callable[[], Awaitable[State]]:
         seeded = opts if opts.seed is None else attrs.evolve(opts, seed=opts.seed + index)

@@ -7,7 +7,10 @@ pattern without extra arguments: anyio task groups copy it into their tasks. It 
   stamped on events and spans and shown to offline providers;
 - the budgets whose spend every model call and tool call is charged to;
 - the line being run: the main line (what a session stores and streams) or a branch;
-- options laid over every turn (``turn_options``), and tools the caller answers (``external_tools``).
+- options laid over every turn (``turn_options``), and tools the caller answers (``external_tools``);
+- the main line's recorder: what a step calls with the new state after each main-line turn it completes
+  (a session stores the conversation through it), so the executor a pattern is handed is the same ``Step``
+  in a script and in a session.
 
 A line is owned by the task that opened it. Turns run in another task that inherits the scope without
 declaring a branch (a user's own plain task group) are a branch too, so concurrent work can never be taken
@@ -18,32 +21,39 @@ for the conversation. Tools run in a scope of their own, a branch. Work handed t
 from __future__ import annotations
 
 import asyncio
+import sys
 from contextvars import ContextVar, Token
 from collections.abc import Iterable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
-
-import anyio
 
 from loop.errors import UsageError
 
 if TYPE_CHECKING:
     from loop._budget import Spend
     from loop._protocols import Options, ToolSpec
+    from loop._state import State
+
+Recorder = Callable[["State"], Awaitable[None]]
+"""Called by a step with the conversation after each main-line turn it completes (see ``main_line``)."""
 
 
 _NO_TASK = object()  # what a worker thread is: no task, so it never owns a line
 
 
 def current_task() -> Any:
-    """An identity for the running task, cheap on asyncio (the task itself), any backend else; outside any
-    event loop (a sync tool's worker thread) an identity that owns no line."""
+    """The running task itself, compared by identity: asyncio's or trio's task object; outside any event loop
+    (a sync tool's worker thread) an identity that owns no line."""
     try:
         return asyncio.current_task()
     except RuntimeError:  # not on asyncio
-        try:
-            return anyio.get_current_task().id
-        except Exception:
-            return _NO_TASK
+        trio = sys.modules.get("trio")  # running trio means trio is imported: no import here
+        if trio is not None:
+            try:
+                return trio.lowlevel.current_task()
+            except RuntimeError:
+                pass
+        return _NO_TASK
 
 
 class Line:
@@ -61,27 +71,39 @@ class Line:
 class RunScope:
     """Where the code running now stands: its run ``path``, the ``budgets`` it is charged to, its ``line``,
     the ``task`` that owns that line here (``None``: any task, as at the root), the ``options`` every turn
-    run here takes over its step's own (``None``: none; see ``turn_options``), and the ``external`` tools
-    main-line turns offer beside their step's own (see ``external_tools``). Read-only."""
+    run here takes over its step's own (``None``: none; see ``turn_options``), the ``external`` tools
+    main-line turns offer beside their step's own (see ``external_tools``), and the main line's ``recorder``
+    (see ``main_line``). Read-only."""
 
-    __slots__ = ("path", "budgets", "line", "task", "options", "external")
+    __slots__ = ("path", "budgets", "line", "task", "options", "external", "recorder")
 
     def __init__(self, path: str, budgets: tuple[Spend, ...], line: Line, task: Any,
-                 options: Options | None = None, external: tuple[ToolSpec, ...] = ()) -> None:
+                 options: Options | None = None, external: tuple[ToolSpec, ...] = (),
+                 recorder: Recorder | None = None) -> None:
         self.path = path
         self.budgets = budgets
         self.line = line
         self.task = task
         self.options = options
         self.external = external
+        self.recorder = recorder
 
     @property
     def on_main_line(self) -> bool:
         """Whether code running here, in this task, is on the main line (not a branch, tool or side task)."""
         return self.line.main and (self.task is None or self.task is current_task())
 
+    @property
+    def main_recorder(self) -> Recorder | None:
+        """The recorder a step running here calls after each turn: the main line's, on the main line only."""
+        recorder = self.recorder
+        if recorder is None or not self.line.main or (self.task is not None and self.task is not current_task()):
+            return None
+        return recorder
+
     def child(self, name: str) -> RunScope:
-        return RunScope(_join(self.path, name), self.budgets, self.line, self.task, self.options, self.external)
+        return RunScope(_join(self.path, name), self.budgets, self.line, self.task, self.options, self.external,
+                        self.recorder)
 
     def __repr__(self) -> str:
         return f"RunScope(path={self.path!r}, line={self.line!r}, budgets={len(self.budgets)})"
@@ -142,12 +164,34 @@ def branch(name: str) -> _Enter:
                            parent.options))
 
 
-def main_line(name: str | None = None) -> _Enter:
+def main_line(name: str | None = None, *, recorder: Recorder | None = None) -> _Enter:
     """``with main_line():`` — start a main line owned by the current task (a session does this for each
-    message it processes). Turns in other tasks that inherit it without declaring a branch are branches."""
+    message it processes). Turns in other tasks that inherit it without declaring a branch are branches.
+
+    ``recorder`` is awaited by every step with the conversation after each turn it completes on this line: an
+    assistant turn that called tools before they run, their results once they ran (answered "cancelled",
+    shielded, when the turn is cancelled meanwhile), an answer, and a turn it ``submit``s. What the steps run
+    (tools, branches, the agents a tool runs) never reports to it. A recorder that raises fails the turn. A
+    recorder may be handed states that are not the line's conversation (a pattern's helper conversation run
+    on the main line): it decides what to keep."""
+    if recorder is not None and not callable(recorder):
+        raise UsageError(f"recorder must be an async function taking a State, got {recorder!r}")
     parent = _current.get()
     path = parent.path if name is None else _join(parent.path, _check_name(name))
-    return _Enter(RunScope(path, parent.budgets, Line(main=True), current_task(), parent.options, parent.external))
+    return _Enter(RunScope(path, parent.budgets, Line(main=True), current_task(), parent.options, parent.external,
+                           recorder))
+
+
+def recording(recorder: Recorder | None) -> _Enter:
+    """``with recording(None):`` — the main line's turns in the block report to ``recorder`` instead of the
+    line's own (``None``: to nothing). For turn middleware that records the turns it completes itself, once
+    they are what the conversation keeps (``cognitive.ReuseResults`` records the model's calls without the
+    "pending" mark the inner turn leaves on them)."""
+    if recorder is not None and not callable(recorder):
+        raise UsageError(f"recorder must be an async function taking a State, or None; got {recorder!r}")
+    parent = _current.get()
+    return _Enter(RunScope(parent.path, parent.budgets, parent.line, parent.task, parent.options, parent.external,
+                           recorder))
 
 
 def charging(spend: Spend) -> _Enter:
@@ -155,7 +199,7 @@ def charging(spend: Spend) -> _Enter:
     budget already charged here)."""
     parent = _current.get()
     return _Enter(RunScope(parent.path, (*parent.budgets, spend), parent.line, parent.task, parent.options,
-                           parent.external))
+                           parent.external, parent.recorder))
 
 
 def turn_options(options: Options) -> _Enter:
@@ -169,7 +213,8 @@ def turn_options(options: Options) -> _Enter:
         raise UsageError(f"turn_options takes loop.Options, got {options!r}")
     parent = _current.get()
     merged = options if parent.options is None else parent.options.merge(options)
-    return _Enter(RunScope(parent.path, parent.budgets, parent.line, parent.task, merged, parent.external))
+    return _Enter(RunScope(parent.path, parent.budgets, parent.line, parent.task, merged, parent.external,
+                           parent.recorder))
 
 
 def external_tools(specs: ToolSpec | Iterable[ToolSpec]) -> _Enter:
@@ -193,7 +238,8 @@ def external_tools(specs: ToolSpec | Iterable[ToolSpec]) -> _Enter:
     if twice:
         raise UsageError(f"external_tools: each tool needs its own name; {', '.join(map(repr, twice))} is given twice")
     parent = _current.get()
-    return _Enter(RunScope(parent.path, parent.budgets, parent.line, parent.task, parent.options, offered))
+    return _Enter(RunScope(parent.path, parent.budgets, parent.line, parent.task, parent.options, offered,
+                           parent.recorder))
 
 
 class Carried:
@@ -211,7 +257,7 @@ class Carried:
         task = current_task()
         scope = self.scope
         entered = RunScope(scope.path, scope.budgets, scope.line, None if scope.task is None else task,
-                           scope.options, scope.external)
+                           scope.options, scope.external, scope.recorder)
         self._tokens.setdefault(task, []).append(_current.set(entered))
         return entered
 

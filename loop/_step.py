@@ -4,29 +4,26 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Union, cast
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
 
 import anyio
 
 from loop import tracing
 from loop._accumulate import Accumulator
 from loop._budget import _TURNS, Spend, charge_usage, exhausted_error, reserve
+from loop._executor import Transform, has, provider_info
 from loop._events import EventBus, TurnCompleted, TurnFailed, TurnStarted
 from loop._outcome import PENDING
 from loop._parts import Part, Role, ToolCall, ToolResult
 from loop._pipeline import CANCELLED, ToolPipeline, error_result
-from loop._progress import ProgressCallback, begin_turn, end_turn
-from loop._protocols import Options, Provider, Request, ToolSpec
+from loop._protocols import DeltaStream, Options, Provider, Request, ToolSpec
 from loop._sample import sample_states
-from loop._scope import RunScope, current_scope, current_task
+from loop._scope import Recorder, RunScope, current_scope, current_task
 from loop._state import State
 from loop._tools import Tool
 from loop._turn import Turn
 from loop.errors import BudgetExhausted, UsageError
-
-Transform = Callable[[State], Union[State, Awaitable[State]]]
-"""A view of the conversation for the model: ``State -> State``, sync or async. It never rewrites history."""
 
 _DEFAULT_OPTIONS = Options()  # immutable, so every step without options can share it
 __all__ = ["CANCELLED", "Step", "Transform"]
@@ -64,8 +61,7 @@ class Step:
         tool_timeout: float = 60.0,
         max_result_chars: int = 20_000,
     ) -> None:
-        if not callable(getattr(provider, "stream", None)):
-            raise UsageError(f"Step needs a provider with a stream(request) method, got {provider!r}")
+        _check_provider(provider, "Step")
         if options is not None and not isinstance(options, Options):
             raise UsageError(f"options must be loop.Options, got {options!r}")
         self._transforms, self._async_view = _check_transforms(transforms)
@@ -123,9 +119,7 @@ class Step:
         new._pipeline = self._pipeline
         new._specs = self._specs
         if provider is not None:
-            if not callable(getattr(provider, "stream", None)):
-                raise UsageError(f"derive(provider=) needs a provider with a stream(request) method, got {provider!r}")
-            new._provider = provider
+            new._provider = _check_provider(provider, "derive(provider=)")
         if transforms is not None:
             new._transforms, new._async_view = _check_transforms(transforms)
         if tools is not None:
@@ -159,29 +153,29 @@ class Step:
         return state
 
     async def submit(
-        self, state: State, role: Role | str, *parts: Part, meta: Mapping[str, Any] | None = None
+        self, state: State, role: Role | str, *parts: Part, meta: Mapping[str, Any] | None = None,
+        name: str | None = None,
     ) -> State:
-        """Append a turn that did not come from the model, and publish it."""
-        turn = Turn(role, parts, meta or {})
+        """Append a turn that did not come from the model (spoken by ``name`` when given), and publish it; on
+        the main line it is recorded (see ``loop.main_line``)."""
+        turn = Turn(role, parts, meta or {}, name)
         self.events.publish(TurnCompleted(turn))
         state = state.append_turn(turn)
         scope = current_scope()
         if scope.budgets:
             self._follow(scope, state)
+        recorder = scope.main_recorder
+        if recorder is not None:
+            await recorder(state)
         return state
 
-    async def turn(
-        self, state: State, options: Options | None = None, *, progress: ProgressCallback | None = None
-    ) -> State:
+    async def turn(self, state: State, options: Options | None = None) -> State:
         """One turn on ``state``: the model's answer and, if it called tools, their results.
 
-        ``progress`` is awaited with the partial state when the model's turn called tools (before they run),
-        and with "cancelled" results if the turn is interrupted while they run. Without it, the callback of
-        the enclosing ``on_progress`` block is used. Either way the turn hides that callback from what it
-        runs: its tools may run other agents, whose steps must never report into this conversation.
+        On the main line, the line's recorder (``loop.main_line(recorder=...)``, a session's store) is awaited
+        with the state after each turn completes: the model's turn that called tools before they run, the
+        results once they ran, or "cancelled" results (shielded) if the turn is cancelled while they run.
         """
-        if progress is not None and not callable(progress):
-            raise UsageError(f"progress must be an async function taking a State, got {progress!r}")
         if not isinstance(state, State):
             raise UsageError(f"a turn runs on a loop.State, got {state!r}")
         scope = current_scope()
@@ -190,50 +184,52 @@ class Step:
         if opts.n is not None and opts.n > 1:
             raise UsageError(f"a turn writes one answer, but its options ask for n={opts.n}; ask Step.sample for "
                              "several")
-        progress, hidden = begin_turn(progress)
-        try:
-            budgets = scope.budgets
+        budgets = scope.budgets
+        if budgets:
+            self._reserve_turn(budgets, scope, state, opts)
+        bus = self.events
+        if bus.has_subscribers:
+            bus.publish(TurnStarted(len(state)))
+        view = await self.view(state) if self._async_view else self._view(state)
+        external = scope.external if scope.external and scope.on_main_line else ()
+        specs = self._offered(external) if external else self._specs
+        request = Request(view.turns, specs, opts, scope.path)
+        turn = await self._stream(request, opts, bus)
+        state = state.append_turn(turn)
+        if bus.has_subscribers:
+            bus.publish(TurnCompleted(turn))
+        passed: Spend | None = None
+        if budgets:
+            usage = turn.usage
+            if usage is not None:
+                passed = charge_usage(budgets, usage, turn.meta.get("model") or self._model(opts), scope.path)
+        recorder = scope.main_recorder
+        calls = turn.tool_calls
+        if not calls or opts.run_tools is False:
             if budgets:
-                self._reserve_turn(budgets, scope, state, opts)
-            bus = self.events
-            if bus.has_subscribers:
-                bus.publish(TurnStarted(len(state)))
-            view = await self.view(state) if self._async_view else self._view(state)
-            external = scope.external if scope.external and scope.on_main_line else ()
-            specs = self._offered(external) if external else self._specs
-            request = Request(view.turns, specs, opts, scope.path)
-            turn = await self._stream(request, opts, bus)
-            state = state.append_turn(turn)
-            if bus.has_subscribers:
-                bus.publish(TurnCompleted(turn))
-            passed: Spend | None = None
-            if budgets:
-                usage = turn.usage
-                if usage is not None:
-                    passed = charge_usage(budgets, usage, turn.meta.get("model") or self._model(opts), scope.path)
-            calls = turn.tool_calls
-            if not calls or opts.run_tools is False:
-                if budgets:
-                    self._follow(scope, state)
-                if not calls:
-                    return state
+                self._follow(scope, state)
+            if calls:
                 # The calls stay open for someone else to decide on (an approval, a planner).
-                return state.with_outcome(PENDING, f"{len(calls)} tool call{'s' if len(calls) > 1 else ''} "
-                                                   "left pending: the turn was asked not to run tools")
-            if external and opts.tool_choice != "none":
-                names = {spec.name for spec in external}
-                theirs = tuple(c for c in calls if c.name in names)
-                if theirs:
-                    own = tuple(c for c in calls if c.name not in names)
-                    if own:
-                        state = await self._answer_calls(state, own, opts, scope, progress, passed, theirs)
-                    elif budgets:
-                        self._follow(scope, state)
-                    left = ", ".join(c.name for c in theirs)
-                    return state.with_outcome(PENDING, f"left for the caller to answer: {left}")
-            return await self._answer_calls(state, calls, opts, scope, progress, passed)
-        finally:
-            end_turn(hidden)
+                state = state.with_outcome(PENDING, f"{len(calls)} tool call{'s' if len(calls) > 1 else ''} "
+                                                    "left pending: the turn was asked not to run tools")
+            if recorder is not None:
+                await recorder(state)
+            return state
+        if external and opts.tool_choice != "none":
+            names = {spec.name for spec in external}
+            theirs = tuple(c for c in calls if c.name in names)
+            if theirs:
+                own = tuple(c for c in calls if c.name not in names)
+                if own:
+                    state = await self._answer_calls(state, own, opts, scope, recorder, passed, theirs)
+                elif budgets:
+                    self._follow(scope, state)
+                left = ", ".join(c.name for c in theirs)
+                state = state.with_outcome(PENDING, f"left for the caller to answer: {left}")
+                if recorder is not None:
+                    await recorder(state)
+                return state
+        return await self._answer_calls(state, calls, opts, scope, recorder, passed)
 
     def _offered(self, external: tuple[ToolSpec, ...]) -> tuple[ToolSpec, ...]:
         """This step's tools and the caller's ``external`` ones, which must not share a name."""
@@ -244,7 +240,7 @@ class Step:
         return self._specs + external
 
     async def _answer_calls(self, state: State, calls: tuple[ToolCall, ...], opts: Options, scope: RunScope,
-                            progress: ProgressCallback | None, passed: Spend | None,
+                            recorder: Recorder | None, passed: Spend | None,
                             left: tuple[ToolCall, ...] = ()) -> State:
         """``state`` (ending in the model's turn) with one ``TOOL`` turn answering ``calls``, every call of that
         turn but those ``left`` for the caller (answered "cancelled" too if the turn is cancelled meanwhile)."""
@@ -254,13 +250,13 @@ class Step:
             # turn ran out of stops the run at its next model call, which it refuses.)
             results = tuple(error_result(c, f"not run: {exhausted_error(passed, None)}") for c in calls)
         else:
-            if progress is not None:
+            if recorder is not None:
                 if budgets:
-                    self._follow(scope, state)  # the report may be where the run is stopped
-                await progress(state)
+                    self._follow(scope, state)  # the recorder may be where the run is stopped
+                await recorder(state)
             results = await self._pipeline.run(
                 calls, disabled=opts.tool_choice == "none",
-                on_cancel=functools.partial(self._cancelled, state, progress, scope, left))
+                on_cancel=functools.partial(self._cancelled, state, recorder, scope, left))
         tool_turn = Turn(Role.TOOL, results)
         state = state.append_turn(tool_turn)
         bus = self.events
@@ -268,7 +264,14 @@ class Step:
             bus.publish(TurnCompleted(tool_turn))
         if budgets:
             self._follow(scope, state)
+        if recorder is not None and not left:
+            await recorder(state)  # with calls left for the caller, the turn records once it marks them pending
         return state
+
+    @property
+    def samples_in_one_request(self) -> bool:
+        """Whether ``sample`` asks for every sample in one request (the provider returns several choices)."""
+        return provider_info(self._provider).choices
 
     async def sample(self, state: State, n: int, options: Options | None = None) -> tuple[State, ...]:
         """``n`` answers to ``state``, one state per answer: the branches a sampling pattern votes over.
@@ -294,7 +297,7 @@ class Step:
         try:
             with _chat_span(tracer, opts) as span:
                 stream = self._provider.stream(request)
-                if not hasattr(stream, "aclose"):  # the one place the DeltaStream contract is checked
+                if not has(stream, DeltaStream):  # the one place the DeltaStream contract is checked
                     raise UsageError(f"{self._provider!r}.stream() returned {stream!r}, which cannot be closed (no "
                                      "aclose()); a provider's stream is a loop.DeltaStream: write it as an "
                                      "async generator")
@@ -321,7 +324,7 @@ class Step:
         return turn
 
     def _model(self, opts: Options) -> str | None:
-        return opts.model or getattr(self._provider, "model", None)
+        return opts.model or provider_info(self._provider).model
 
     def _reserve_turn(self, budgets: tuple[Spend, ...], scope: RunScope, state: State, opts: Options) -> None:
         model = self._model(opts)
@@ -347,7 +350,7 @@ class Step:
                 spend.tip = state
                 spend.runner = self
 
-    async def _cancelled(self, state: State, progress: ProgressCallback | None, scope: RunScope,
+    async def _cancelled(self, state: State, recorder: Recorder | None, scope: RunScope,
                          left: tuple[ToolCall, ...], answered: tuple[ToolResult, ...], exc: BaseException) -> None:
         # Cancelled mid-call: every open call is answered (those left for the caller too: the caller will never
         # be handed them) so that the published history stays valid to send back to a model; then the
@@ -358,8 +361,14 @@ class Step:
         done = state.append_turn(tool_turn)
         if scope.budgets:
             self._follow(scope, done)
-        if progress is not None:
-            await progress(done)
+        if recorder is not None:
+            await recorder(done)
+
+
+def _check_provider(provider: Any, who: str) -> Provider:
+    if not has(provider, Provider):
+        raise UsageError(f"{who} needs a provider with a stream(request) method, got {provider!r}")
+    return cast(Provider, provider)
 
 
 def _check_transforms(transforms: Any) -> tuple[tuple[Transform, ...], bool]:
@@ -371,8 +380,8 @@ def _check_transforms(transforms: Any) -> tuple[tuple[Transform, ...], bool]:
     for transform in transforms:
         if not callable(transform):
             raise UsageError(f"a transform must be a function State -> State, got {transform!r}")
-    return transforms, any(inspect.iscoroutinefunction(t) or inspect.iscoroutinefunction(
-        getattr(t, "__call__", None)) for t in transforms)
+    return transforms, any(inspect.iscoroutinefunction(t) or inspect.iscoroutinefunction(type(t).__call__)
+                           for t in transforms)
 
 
 def _chat_span(tracer: Any, opts: Options) -> Any:

@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 
-from loop import (Delta, DeltaStream, Reasoning, Request, Role, Text, ToolCall, ToolResult, Turn, UsageError, UseTool,
-                  int_at_least, positive_int)
+from loop import (Delta, DeltaStream, ProviderInfo, Reasoning, Request, Role, Text, ToolCall, ToolResult, Turn,
+                  UsageError, UseTool, int_at_least, positive_int)
 from loop.errors import StreamError
 from provider._anthropic_events import REDACTED, MessageEvents
 from provider._http import drain, json_data, sse_stream, status_error, transport_error
@@ -80,6 +80,11 @@ class Anthropic:
                          **(headers or {})}
         self._own_client = client is None
         self._client = client or httpx.AsyncClient(timeout=timeout)
+
+    @property
+    def info(self) -> ProviderInfo:
+        """The model it asks for; one choice per request (the Messages API has no ``n``)."""
+        return ProviderInfo(model=self.model)
 
     async def aclose(self) -> None:
         if self._own_client:

@@ -19,7 +19,8 @@ import anyio.lowlevel
 import anyio.to_thread
 import attrs
 
-from loop import Delta, DeltaStream, Options, Provider, Request, Turn, UsageError, UseTool, delta_from_dict, delta_to_dict
+from loop import (Delta, DeltaStream, Options, Provider, ProviderInfo, Request, Turn, UsageError, UseTool,
+                  delta_from_dict, delta_to_dict, provider_info, require)
 from loop.errors import (
     AuthenticationError,
     BadRequestError,
@@ -100,20 +101,19 @@ class Recording:
 
     An exchange is written when its stream ends: after the last delta, after an error (which is recorded
     with the deltas before it), or when the consumer closes the stream or is cancelled (marked incomplete).
-    Concurrent streams each write one whole line. ``supports_choices`` is the inner provider's.
+    Concurrent streams each write one whole line. ``info`` is the inner provider's.
     """
 
     def __init__(self, inner: Provider, path: str | os.PathLike[str]) -> None:
-        if not callable(getattr(inner, "stream", None)):
-            raise UsageError(f"Recording wraps a provider (something with stream(request)), got {inner!r}")
+        require(inner, Provider, "Recording", "a provider to wrap (something with stream(request))")
         self.inner = inner
         self.path = Path(path)
         self._lock = anyio.Lock()
 
     @property
-    def supports_choices(self) -> bool:
-        """Whether ``inner`` can return several choices for one request (``Options.n``)."""
-        return bool(getattr(self.inner, "supports_choices", False))
+    def info(self) -> ProviderInfo:
+        """What ``inner`` says of itself."""
+        return provider_info(self.inner)
 
     def stream(self, request: Request) -> DeltaStream:
         return self._stream(request)
@@ -224,7 +224,8 @@ class Replay:
     were written in the order they finished) still find theirs. A request no unused exchange matches raises
     ``CassetteMismatch`` naming the first field that differs from the next unused exchange, or saying that
     every exchange was used. A recorded error is raised again as the recorded ``ProviderError`` subclass.
-    ``supports_choices`` is true when the cassette holds a request for several choices (``Options.n``).
+    ``info.choices`` is true when the cassette holds a request for several choices (``Options.n``), and
+    ``info.model`` is the model of the first recorded request that names one.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -241,7 +242,9 @@ class Replay:
         self._served = 0
         # Several choices per request can be replayed exactly when they were recorded: a run that asked for
         # them of a provider that could not return them made separate requests, and must again.
-        self.supports_choices = any(_choices(e.request) for e in self._exchanges)
+        model = next((e.request.get("options", {}).get("model") for e in self._exchanges
+                      if isinstance(e.request.get("options"), dict) and e.request["options"].get("model")), None)
+        self.info = ProviderInfo(model=model, choices=any(_choices(e.request) for e in self._exchanges))
 
     @property
     def remaining(self) -> int:

@@ -14,7 +14,7 @@ from typing import Any, Union
 import anyio.lowlevel
 import attrs
 
-from loop import Delta, DeltaStream, Finish, Request, TextDelta, UsageError, positive_int
+from loop import Delta, DeltaStream, Finish, ProviderInfo, Request, TextDelta, UsageError, positive_int
 from loop.errors import ScriptExhausted
 from provider._replies import Reply, ReplyPart, check_reply, chunks, interleave, reply_deltas
 
@@ -66,13 +66,13 @@ class Scripted:
     end a key with ``/`` to stop it at a path segment. A request no key matches raises a ``UsageError``
     naming its path and the keys. ``used`` and ``remaining`` add up over the scripts.
 
-    When a request asks for several choices (``Options.n`` above 1; ``supports_choices``), the matching
+    When a request asks for several choices (``Options.n`` above 1; ``info.choices``), the matching
     script hands out ``n`` replies in order, one per choice; every delta carries its choice's index, the
     choices' deltas interleave as a real stream's do, and one ``Finish`` per choice ends the stream, in choice
     order. If one of those replies is an exception, it is raised in place of the whole response.
     """
 
-    supports_choices = True  # can return several choices for one request (Options.n)
+    info = ProviderInfo(choices=True)  # returns several choices for one request (Options.n)
 
     def __init__(self, replies: Iterable[Reply] | Mapping[str, Iterable[Reply]], *, chunk_size: int = 16) -> None:
         if isinstance(replies, Mapping):
@@ -152,13 +152,13 @@ class Function:
     says which pattern of a run asked (e.g. ``SelfConsistency/sample 3/ReAct``), so ``fn`` can answer each
     branch by it.
 
-    When a request asks for several choices (``Options.n`` above 1; ``supports_choices``), ``fn`` is called
+    When a request asks for several choices (``Options.n`` above 1; ``info.choices``), ``fn`` is called
     ``n`` times with the same request, once per choice, one after another. Every delta carries its choice's
     index (deltas ``fn`` streams itself are re-tagged), the choices' deltas interleave as a real stream's do,
     and the ``Finish`` deltas come last, in choice order: one per choice when ``fn`` returns replies.
     """
 
-    supports_choices = True  # can return several choices for one request (Options.n)
+    info = ProviderInfo(choices=True)  # returns several choices for one request (Options.n)
 
     def __init__(self, fn: ReplyFunction, *, chunk_size: int = 16) -> None:
         if not callable(fn):

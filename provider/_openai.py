@@ -14,14 +14,7 @@ from typing import Any
 
 import httpx
 
-from loop import (
-    DeltaStream,
-    Delta,
-    Request,
-    UsageDelta,
-    UsageError,
-    UseTool,
-)
+from loop import Delta, DeltaStream, ProviderInfo, Request, UsageDelta, UsageError, UseTool
 from loop.errors import StreamError
 from provider._openai_chunks import Chunks, not_a_stream
 from provider._openai_messages import messages
@@ -72,7 +65,6 @@ class OpenAICompatible:
     server, Ollama, a proxy named by ``OPENAI_BASE_URL``), get ``max_tokens``.
     """
 
-    supports_choices = True  # can return several choices for one request (Options.n)
 
     def __init__(
         self,
@@ -116,6 +108,11 @@ class OpenAICompatible:
         self._strict = strict_output
         self._structured = structured_output
         self._max_tokens_field = max_tokens_field
+
+    @property
+    def info(self) -> ProviderInfo:
+        """The model it asks for; it returns several choices for one request (``Options.n``)."""
+        return ProviderInfo(model=self.model, choices=True)
 
     async def aclose(self) -> None:
         if self._own_client:

@@ -10,7 +10,8 @@ from typing import Any
 
 import anyio
 
-from loop import Delta, DeltaStream, Provider, Request, UsageError, charge, positive_int, tracing
+from loop import (Delta, DeltaStream, Provider, ProviderInfo, Request, UsageError, charge, positive_int,
+                  provider_info, require, tracing)
 from loop.errors import ProviderError
 
 _log = tracing.logger("provider.retry")
@@ -46,8 +47,7 @@ class Retry:
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if not callable(getattr(inner, "stream", None)):
-            raise UsageError(f"Retry wraps a provider (something with stream(request)), got {inner!r}")
+        require(inner, Provider, "Retry", "a provider to wrap (something with stream(request))")
         if not callable(sleep):
             raise UsageError(f"sleep must be an async function taking seconds, got {sleep!r}")
         if not callable(clock):
@@ -61,9 +61,9 @@ class Retry:
         self._clock = clock
 
     @property
-    def supports_choices(self) -> bool:
-        """Whether the wrapped provider can return several choices for one request."""
-        return bool(getattr(self.inner, "supports_choices", False))
+    def info(self) -> ProviderInfo:
+        """What the wrapped provider says of itself."""
+        return provider_info(self.inner)
 
     def stream(self, request: Request) -> DeltaStream:
         return self._stream(request)

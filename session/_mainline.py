@@ -1,4 +1,4 @@
-"""The main line of a conversation: which turns are the session's to store, and the executor that stores them."""
+"""The main line of a conversation: which turns are the session's to store, and how a failed message is recorded."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from loop import Part, Role, State, Step, Text, ToolResult, TurnKind, Wake, on_progress, tracing
+from loop import Role, State, Text, ToolResult, TurnKind, Wake, tracing
 
 if TYPE_CHECKING:
     from session._session import Session
@@ -34,46 +34,6 @@ def _sans_outcome(meta: Mapping[str, Any]) -> Mapping[str, Any]:
 def describe(value: object) -> str:
     return repr(value) if isinstance(value, State) else f"{type(value).__name__} {value!r}"[:200]
 
-
-
-class Persisting:
-    """The executor a session's processor sees: the session's step, with every main-line turn written to the
-    store as soon as it completes, and the open tool calls of an interrupted turn answered and written too.
-
-    Only the main line is stored: turns run in a branch, a tool, a verifier or a task the message's worker
-    does not own, and turns on a state that does not extend the stored conversation (a helper agent's fresh
-    state), run as usual but never reach the store."""
-
-    def __init__(self, session: Session) -> None:
-        self._session = session
-        self._report = session._persist  # one bound method for every turn's progress reports
-
-    @property
-    def events(self) -> Any:
-        """The session step's event bus, for patterns that publish on it (budget reports, bridged calls)."""
-        return getattr(self._session.step, "events", None)
-
-    async def turn(self, state: State, options: Any = None) -> State:
-        # The step reports the assistant's turn before its tools run, and the "cancelled" results if it is
-        # interrupted while they run; both are stored, so the stored history is what happened and valid.
-        session = self._session
-        step = session.step
-        if not session._stores(state):
-            return await step.turn(state, options)
-        if type(step) is Step:
-            out = await step.turn(state, options, progress=self._report)
-        else:
-            with on_progress(self._report):  # any other executor: the steps it runs report through the context
-                out = await step.turn(state, options)
-        await self._session._persist(out)
-        return out
-
-    async def submit(self, state: State, role: Role, *parts: Part, meta: Mapping[str, Any] | None = None) -> State:
-        session = self._session
-        out = await session.step.submit(state, role, *parts, meta=meta)
-        if session._stores(state):
-            await session._persist(out)
-        return out
 
 
 class WriteLock:

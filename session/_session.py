@@ -15,7 +15,7 @@ import anyio.abc
 
 from cognitive import TurnProcessor as TurnProcessor  # re-exported: session's lazy exports name it here
 from loop import (EventBus, Options, OutputType, Role, State, ToolSpec, Turn, TurnExecutor, UsageError, Wake,
-                  current_scope, main_line, non_negative_int, tracing)
+                  main_line, non_negative_int, tracing)
 from session._events import (
     Interrupted,
     MessageFailed,
@@ -25,7 +25,7 @@ from session._events import (
     TurnStored,
 )
 from session._groups import unwrap
-from session._mainline import Persisting, WriteLock, describe, extends, record_failure
+from session._mainline import WriteLock, describe, extends, record_failure
 from session._message import Message as Message  # re-exported: session's lazy exports name it here
 from session._message import (Queued, SessionBusy as SessionBusy, SessionClosed as SessionClosed,
                               ToolResultsMismatch as ToolResultsMismatch, before, message_options, message_parts,
@@ -71,7 +71,6 @@ class Session:
         self.store = store
         self.events = events if events is not None else EventBus()
         self._stored = state if state is not None else State()
-        self._executor = Persisting(self)
         self._queue_size = non_negative_int("queue_size", queue_size)
         # The FIFO the worker reads; ``_wake`` is set when the worker waits on an empty queue.
         self._queue: deque[Queued] = deque(Queued(t.meta["message_id"], tuple(t.parts), posted=True)
@@ -312,11 +311,13 @@ class Session:
             events.publish(MessageStarted(item.id))
         with tracing.NOOP_SPAN if tracer is None else tracing.start(
                 tracer, "session message", {"session.id": self.id, "session.message_id": item.id}):
-            with main_line():  # this task's turns are the conversation; any other task's are branches
+            # This task's turns are the conversation, stored as each completes; any other task's are branches.
+            with main_line(recorder=self._record):
                 try:
-                    asked = await self._executor.submit(before(self._stored, item.parts), role_of(item.parts),
-                                                        *item.parts, meta=MappingProxyType({"message_id": item.id}))
-                    state = await run_message(self.processor, self._executor, asked, item)
+                    asked = await self.step.submit(before(self._stored, item.parts), role_of(item.parts),
+                                                   *item.parts, meta=MappingProxyType({"message_id": item.id}))
+                    await self._record(asked)  # an executor of the caller's own may not record: the message is kept
+                    state = await run_message(self.processor, self.step, asked, item)
                     if state is not self._stored:  # usually it is: every turn was stored as it completed
                         if not isinstance(state, State) or not extends(state, asked):
                             raise UsageError(
@@ -345,9 +346,11 @@ class Session:
         self._current = None
         self.last_active = time.monotonic()
 
-    def _stores(self, state: State) -> bool:
-        """Whether turns run now on ``state`` are the conversation's: on the main line, extending it."""
-        return current_scope().on_main_line and extends(state, self._stored)
+    async def _record(self, state: State) -> None:
+        """The main line's recorder: store what ``state`` adds to the conversation, when it extends it (a
+        pattern's helper conversation, run on the main line, is not this conversation)."""
+        if state is not self._stored:
+            await self._persist(state)
 
     def _finish(self, item: Queued, result: State | BaseException | None) -> None:
         item.finish(result)

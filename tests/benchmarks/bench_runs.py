@@ -21,21 +21,8 @@ import anyio
 
 import provider
 from cognitive import WithBudget
-from loop import (
-    Budget,
-    BudgetReport,
-    Finish,
-    Request,
-    Role,
-    State,
-    Step,
-    Text,
-    TextDelta,
-    Usage,
-    UsageDelta,
-    fan_out,
-    scope,
-)
+from loop import (Budget, BudgetReport, Finish, ProviderInfo, Request, Role, State, Step, Text, TextDelta, Usage,
+                  UsageDelta, fan_out, scope)
 from tests.benchmarks._harness import Figure, interleave_async
 from tests.benchmarks.bench_turn import Setup
 
@@ -98,11 +85,10 @@ async def _measure_fan_out(branches: int, warmup: int, repeats: int) -> dict[str
 
 class Choices:
     """A model that answers ``n`` choices in one response and reports the prompt's tokens once, as OpenAI does;
-    with ``native=False`` it has no ``supports_choices`` and answers one choice per request."""
+    with ``native=False`` it says it returns one choice per request, and does."""
 
     def __init__(self, native: bool) -> None:
-        if native:
-            self.supports_choices = True
+        self.info = ProviderInfo(choices=native)
 
     def stream(self, request: Request) -> AsyncIterator[Any]:
         return self._stream(request.options.n or 1)

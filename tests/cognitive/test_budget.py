@@ -306,8 +306,8 @@ async def test_calls_left_open_when_the_budget_runs_out_are_answered_before_the_
             async def approval(partial: State) -> None:
                 await anyio.sleep(10)  # nobody approves in time
 
-            with loop.scope("Approval"):
-                return await step.turn(state, progress=approval)
+            with loop.scope("Approval"), loop.recording(approval):
+                return await step.turn(state)
 
     with anyio.fail_after(1):
         state = await WithBudget(AwaitingApproval(), Budget(deadline=0.1)).run(START)

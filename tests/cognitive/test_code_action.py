@@ -157,7 +157,7 @@ def test_misuse_is_a_usage_error() -> None:
     no_tools = FunctionSandbox(lambda argv, **_: ExecResult(0))
     with pytest.raises(UsageError, match="cannot bridge tools"):
         CodeAction(step, no_tools, tools=[multiply])
-    with pytest.raises(UsageError, match="needs a TurnExecutor"):
+    with pytest.raises(UsageError, match="needs a loop.Executor"):
         CodeAction(object(), no_tools)  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="needs a Sandbox"):
         CodeAction(step, object())  # type: ignore[arg-type]

@@ -40,7 +40,7 @@ class Model:
 
 
 class OneChoice:
-    """A provider with no ``supports_choices``: one answer per request."""
+    """A provider that says nothing of itself (one choice per request): one answer per request."""
 
     def __init__(self, fn: Callable[[Request], Any]) -> None:
         self._inner = Function(fn)

@@ -190,10 +190,10 @@ def test_tools_need_a_step_that_can_derive_and_repr() -> None:
         async def submit(self, state: State, role: Role, *parts: Any, meta: Any = None) -> State:
             return state
 
-    with pytest.raises(UsageError, match="step.derive"):
+    with pytest.raises(UsageError, match="narrow the tools of with derive"):
         Critic(SingleShot(step), Executor(), tools=["calculate"])  # type: ignore[arg-type]
     assert repr(Critic(SingleShot(step), step, tools=["calculate"])) == (
         f"Critic({SingleShot(step)!r}, tools=['calculate'], max_rounds=2)")
-    with pytest.raises(UsageError, match="TurnRunner"):
+    with pytest.raises(UsageError, match="TurnExecutor"):
         ToolCheckedVerifier(object())  # type: ignore[arg-type]
     assert Verdict(passed=True, severity=0, issues=[], summary="").issues == ()

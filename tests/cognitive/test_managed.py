@@ -52,7 +52,7 @@ async def test_managed_detects_loops_by_default_and_takes_a_ledger() -> None:
 
 
 def test_managed_needs_a_step_it_can_derive() -> None:
-    with pytest.raises(UsageError, match="Managed needs a loop.Step"):
+    with pytest.raises(UsageError, match="Managed needs a loop.Executor"):
         Managed(SingleShot(Step(Function(lambda r: "x"))))
     with pytest.raises(UsageError, match="view must be a transform"):
         Managed(Step(Function(lambda r: "x")), view=object())  # type: ignore[arg-type]

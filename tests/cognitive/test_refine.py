@@ -144,7 +144,7 @@ def test_bad_settings_are_refused(kwargs: dict[str, Any], message: str) -> None:
 def test_wiring_is_checked() -> None:
     step = Step(Scripted([]))
     critic = FunctionVerifier(wants_better)
-    with pytest.raises(UsageError, match="wraps a Pattern"):
+    with pytest.raises(UsageError, match="needs a Pattern to wrap"):
         SelfRefine(step, step, critic)  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="TurnSubmitter"):
         SelfRefine(SingleShot(step), object(), critic)  # type: ignore[arg-type]

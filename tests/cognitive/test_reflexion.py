@@ -238,7 +238,7 @@ def test_bad_settings_are_refused(kwargs: dict[str, Any], message: str) -> None:
 
 def test_wiring_and_repr() -> None:
     step = Step(Scripted([]))
-    with pytest.raises(UsageError, match="wraps a Pattern"):
+    with pytest.raises(UsageError, match="needs a Pattern to wrap"):
         Reflexion(step, step, passes_on("x"))  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="TurnRunner"):
         Reflexion(ReAct(step), object(), passes_on("x"))  # type: ignore[arg-type]

@@ -8,7 +8,7 @@ import pytest
 from cognitive import ReAct, WithBudget
 from cognitive._reuse import REUSED_NOTE, ReuseResults
 from loop import (Budget, Options, Role, State, Step, ToolCall, ToolResult, ToolSpec, TurnCompleted, TurnFailed,
-                  UsageError, external_tools, tool, turn_options)
+                  UsageError, external_tools, recording, tool, turn_options)
 from provider import Scripted, tool_call
 from tests.cognitive._histories import ask, exchange
 
@@ -146,7 +146,8 @@ async def test_a_cancelled_turn_answers_open_calls_and_reports_them() -> None:
     with step.events.subscribe(buffer=None) as events:
         async with anyio.create_task_group() as group:
             async def run() -> None:
-                await ReuseResults(step, tools=["search"]).turn(state, progress=progress)
+                with recording(progress):
+                    await ReuseResults(step, tools=["search"]).turn(state)
 
             group.start_soon(run)
             await started.wait()
@@ -168,7 +169,7 @@ def test_reuse_results_rejects_what_it_cannot_use() -> None:
 
     with pytest.raises(UsageError, match="pipeline"):
         ReuseResults(NoPipeline(), tools=["search"])
-    with pytest.raises(UsageError, match="TurnRunner"):
+    with pytest.raises(UsageError, match="loop.Executor"):
         ReuseResults(object(), tools=["search"])  # type: ignore[arg-type]
     with pytest.raises(UsageError, match=r"tools=\['search'\]"):
         ReuseResults(step, tools="search")

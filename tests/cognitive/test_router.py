@@ -60,7 +60,7 @@ async def test_a_cheap_step_can_do_the_routing() -> None:
 
 
 @pytest.mark.parametrize("choices, match", [({}, "non-empty"), ({"a/b": None}, "without '/'"),
-                                            ({"a": object()}, "route 'a' must be a Pattern")])
+                                            ({"a": object()}, "route 'a' needs a Pattern")])
 def test_bad_choices_are_refused(choices: dict, match: str) -> None:
     with pytest.raises(UsageError, match=match):
         Router(choices, Step(Scripted([])))

@@ -192,7 +192,7 @@ def test_summarize_rejects_what_it_cannot_use() -> None:
         Summarize(Bare(), step)
     with pytest.raises(UsageError, match="summarizer"):
         Summarize(step, object())  # type: ignore[arg-type]
-    with pytest.raises(UsageError, match="TurnRunner"):
+    with pytest.raises(UsageError, match="loop.Executor"):
         Summarize(object(), step)  # type: ignore[arg-type]
     for setting in ({"max_tokens": 0}, {"keep_last": 0}, {"counter": 3}, {"prompt": " "}):
         with pytest.raises(UsageError, match=next(iter(setting))):

@@ -145,7 +145,7 @@ def test_bad_settings_are_rejected(kwargs: dict, message: str) -> None:
 
 def test_inner_and_submitter_are_checked() -> None:
     step = Step(Scripted([]))
-    with pytest.raises(UsageError, match="wraps a Pattern"):
+    with pytest.raises(UsageError, match="needs a Pattern to wrap"):
         WithVerification(step, step)  # a step is not a pattern
     with pytest.raises(UsageError, match="TurnSubmitter"):
         WithVerification(SingleShot(step), object())  # type: ignore[arg-type]

@@ -8,22 +8,8 @@ import anyio
 import pytest
 
 import loop
-from loop import (
-    Delta,
-    Finish,
-    Options,
-    Request,
-    Role,
-    Stamped,
-    State,
-    Step,
-    Text,
-    TextDelta,
-    ToolResult,
-    Usage,
-    UsageError,
-    tool,
-)
+from loop import (Delta, Finish, Options, ProviderInfo, Request, Role, Stamped, State, Step, Text, TextDelta,
+                  ToolResult, Usage, UsageError, tool)
 from loop._budget import Spend
 from loop._scope import charging
 from provider import Function, tool_call
@@ -32,7 +18,7 @@ START = State().append(Role.USER, Text("pick a number"))
 
 
 class Recorded:
-    """Forwards to ``inner``, keeping every request; has ``supports_choices`` only if ``inner`` does."""
+    """Forwards to ``inner``, keeping every request; says what ``inner`` says of itself (``info``)."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
@@ -47,7 +33,7 @@ class Recorded:
 
 
 class OneAtATime:
-    """A provider with no ``supports_choices``: one answer per request, naming its seed and path."""
+    """A provider that says nothing of itself (one choice per request): one answer per request, naming its seed and path."""
 
     def __init__(self) -> None:
         self.requests: list[Request] = []
@@ -60,9 +46,10 @@ class OneAtATime:
 
 
 class IgnoresN:
-    """Claims ``supports_choices`` but answers only choice 0, as some compatible servers do."""
+    """Claims to return several choices (``info.choices``) but answers only choice 0, as some compatible
+    servers do."""
 
-    supports_choices = True
+    info = ProviderInfo(choices=True)
 
     def __init__(self) -> None:
         self.requests: list[Request] = []

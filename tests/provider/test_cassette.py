@@ -640,9 +640,9 @@ async def test_several_choices_are_supported_by_a_recording_or_replay_exactly_wh
             return Scripted(["x"]).stream(request)
 
     plain, sampled = tmp_path / "plain.jsonl", tmp_path / "sampled.jsonl"
-    assert Recording(Scripted(["a"]), plain).supports_choices is True
-    assert Recording(OneChoice(), plain).supports_choices is False
+    assert Recording(Scripted(["a"]), plain).info.choices is True
+    assert Recording(OneChoice(), plain).info.choices is False
     await collect(Recording(Scripted(["a"]), plain), REQUEST)
     await collect(Recording(Scripted(["a", "b", "c"]), sampled), SAMPLED)
-    assert Replay(plain).supports_choices is False
-    assert Replay(sampled).supports_choices is True
+    assert Replay(plain).info.choices is False
+    assert Replay(sampled).info.choices is True

@@ -174,7 +174,7 @@ async def test_several_choices_call_the_function_once_per_choice_with_the_same_r
         return f"answer {len(seen)}"
 
     p = Function(reply, chunk_size=4)
-    assert getattr(p, "supports_choices", False) is True
+    assert p.info.choices is True
     request = Request(REQUEST.turns, options=Options(n=3))
     deltas = await collect(p, request)
     assert seen == [request] * 3

@@ -301,7 +301,7 @@ def test_a_list_is_the_default_script() -> None:
 
 async def test_several_choices_take_n_replies_in_order_each_tagged_with_its_choice() -> None:
     p = Scripted([["first", Usage(5, 1)], tool_call("add", {"a": 1}, id="c1"), "third", "left over"])
-    assert getattr(p, "supports_choices", False) is True
+    assert p.info.choices is True
     deltas = await collect(p, at("", n=3))
     args = '{"a": 1}'
     assert deltas == [

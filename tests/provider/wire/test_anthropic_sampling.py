@@ -38,7 +38,7 @@ async def test_a_seed_is_not_part_of_the_messages_api_and_is_left_out(wire: Wire
 @pytest.mark.parametrize("n", [2, 5])
 async def test_several_choices_are_refused_before_anything_is_sent(wire: WireServer, n: int) -> None:
     async with anthropic(wire) as provider:
-        assert not getattr(provider, "supports_choices", False)
+        assert not provider.info.choices
         with pytest.raises(UsageError, match="one choice per request.*Step.sample"):
             await collect(provider, Request(REQUEST.turns, (), Options(n=n)))
     assert wire.requests == []

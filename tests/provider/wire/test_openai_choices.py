@@ -66,7 +66,7 @@ async def test_extra_fields_are_merged_into_the_body_last(wire: WireServer) -> N
 
 def test_the_provider_says_it_can_return_several_choices() -> None:
     provider = OpenAICompatible(MODEL, base_url="http://127.0.0.1:9/v1", api_key="k")
-    assert getattr(provider, "supports_choices", False) is True
+    assert provider.info.choices is True
 
 
 # -- the recorded stream of three choices ----------------------------------------------------------------------
