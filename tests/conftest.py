@@ -1,4 +1,5 @@
-"""Shared test setup. Async tests run on anyio (``anyio_mode = auto``) with the asyncio backend. Tests marked
+"""Shared test setup. Async tests run on anyio (``anyio_mode = auto``) with the asyncio backend, and those of
+the packages that run patterns (``loop``, ``cognitive``, ``session``) on trio too (``tests.both_backends``). Tests marked
 ``docker`` need a Docker engine and the sandbox image: they fail in CI (``CI=true``) when it is missing, and
 skip elsewhere (see ``tests.sandbox.docker_env``)."""
 

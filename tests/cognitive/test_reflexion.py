@@ -240,7 +240,7 @@ def test_wiring_and_repr() -> None:
     step = Step(Scripted([]))
     with pytest.raises(UsageError, match="needs a Pattern to wrap"):
         Reflexion(step, step, passes_on("x"))  # type: ignore[arg-type]
-    with pytest.raises(UsageError, match="TurnRunner"):
+    with pytest.raises(UsageError, match="TurnExecutor"):
         Reflexion(ReAct(step), object(), passes_on("x"))  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="evaluator must be a verifier.Verifier"):
         Reflexion(ReAct(step), step, lambda s: True)  # type: ignore[arg-type]

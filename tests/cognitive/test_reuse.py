@@ -64,9 +64,9 @@ async def test_reused_and_run_results_come_back_in_call_order() -> None:
     step = Step(Scripted([[tool_call("search", {"q": "x"}), tool_call("lookup", {"key": "b"}),
                            tool_call("search", {"q": "y"})]]), tools=tools.all)
     state = await ReuseResults(step, tools=["search"]).turn(state)
-    assert tools.ran == ["lookup b", "search y"]
-    assert [r.content for r in state.turns[-1].tool_results] == [
-        REUSED_NOTE + "earlier pages", "value of b #1", "pages about y #2"]
+    assert sorted(tools.ran) == ["lookup b", "search y"]  # run concurrently, in any order
+    assert [r.content.rsplit(" #", 1)[0] for r in state.turns[-1].tool_results] == [
+        REUSED_NOTE + "earlier pages", "value of b", "pages about y"]
     assert [r.call_id for r in state.turns[-1].tool_results] == [c.id for c in state.turns[-2].tool_calls]
     assert len([t for t in state if t.role is Role.TOOL]) == 2
 

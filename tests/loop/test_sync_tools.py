@@ -170,6 +170,7 @@ async def test_many_concurrent_calls_all_answer_in_call_order_within_the_thread_
     assert 1 < peak <= THREAD_LIMIT
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the test drives asyncio's own loop
 async def test_a_call_waits_for_a_place_and_an_abandoned_one_gives_its_place_up() -> None:
     workers = _WorkerThreads(limit=1)
     loop = asyncio.get_running_loop()
@@ -214,6 +215,7 @@ async def test_a_call_waits_for_a_place_and_an_abandoned_one_gives_its_place_up(
         release.set()
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the test drives asyncio's own loop
 async def test_a_call_that_finds_no_thread_fails_and_frees_its_place(monkeypatch: pytest.MonkeyPatch) -> None:
     workers = _WorkerThreads(limit=1)
     loop = asyncio.get_running_loop()

@@ -156,6 +156,7 @@ async def streamed_finish(client: openai.AsyncOpenAI, text: str, **options: Any)
     return content, [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the HTTP suites run on asyncio (see tests/session/http)
 async def test_the_openai_endpoint_finishes_a_clean_retry_with_stop() -> None:
     async with openai_client(verified(rejects_capped)) as client:
         reply = await client.chat.completions.create(model="agent", messages=ask("go"))
@@ -166,6 +167,7 @@ async def test_the_openai_endpoint_finishes_a_clean_retry_with_stop() -> None:
     assert content.endswith(CLEAN) and finishes == ["stop"]
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the HTTP suites run on asyncio (see tests/session/http)
 async def test_the_openai_endpoint_finishes_a_degraded_run_with_length_and_a_later_message_with_stop() -> None:
     async with openai_client(verified(accepts_anything)) as client:
         reply = await client.chat.completions.create(model="agent", messages=ask("go"))
