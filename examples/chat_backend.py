@@ -54,6 +54,13 @@ def cites_the_tool(state) -> bool:  # type: ignore[no-untyped-def]
     return not results or any(r in (state.answer or "") for r in results)
 
 
+TOOLS = [weather]  # what `python -m session serve examples.chat_backend:make_agent` gives the step
+
+
+def demo_provider() -> provider.Function:
+    return provider.Function(offline_model)
+
+
 def make_agent(step: TurnExecutor) -> WithVerification:
     return WithVerification(ReAct(step, max_turns=4), step, verifiers=[FunctionVerifier(cites_the_tool)])
 
@@ -62,13 +69,13 @@ def model() -> provider.Provider:
     if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
         where = {"base_url": os.environ["OPENAI_BASE_URL"]} if os.environ.get("OPENAI_BASE_URL") else {}
         return provider.Retry(provider.OpenAICompatible(os.environ.get("OPENAI_MODEL", "gpt-4o-mini"), **where))
-    return provider.Function(offline_model)
+    return demo_provider()
 
 
 async def main(host: str, port: int, token: str | None, database: str) -> None:
     store = SQLiteStore(database)
     manager = Manager(new_turn_processor(make_agent), provider=model(), store=store,
-                      make_step=step_factory([weather]))
+                      make_step=step_factory(TOOLS))
     conduit = HTTPConduit(host=host, port=port, token=token, allow_no_token=token is None)
     try:
         async with manager, anyio.create_task_group() as group:

@@ -87,9 +87,12 @@ def configured_provider() -> object:
     return demo_provider()
 
 
-def make_agent(step: Step, sandbox: Sandbox) -> CodeAction:
-    """The agent: one program per reply over the two tools, up to 2 repairs, 20 tool calls per run."""
-    return CodeAction(step, sandbox, tools=[price, stock], max_tool_calls=20, max_repairs=2, timeout=30)
+def make_agent(step: Step, sandbox: Sandbox | None = None) -> CodeAction:
+    """The agent: one program per reply over the two tools, up to 2 repairs, 20 tool calls per run; in a
+    ``DockerSandbox`` unless another sandbox is given (as when served: ``python -m session serve
+    examples.code_action:make_agent``)."""
+    return CodeAction(step, sandbox if sandbox is not None else DockerSandbox(), tools=[price, stock],
+                      max_tool_calls=20, max_repairs=2, timeout=30)
 
 
 async def show(events: Subscription) -> None:

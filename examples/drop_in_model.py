@@ -52,6 +52,13 @@ def offline_model(request: Request) -> object:
     return f"In Oslo today: {forecast}."
 
 
+TOOLS = [weather]  # what `python -m session serve examples.drop_in_model:make_agent` gives the step
+
+
+def demo_provider() -> provider.Function:
+    return provider.Function(offline_model)
+
+
 def make_agent(step: TurnExecutor) -> ReAct:
     return ReAct(step, max_turns=6)
 
@@ -96,7 +103,7 @@ async def client(url: str) -> list[str]:
 
 async def main() -> None:
     manager = Manager(new_turn_processor(make_agent), provider=provider.from_environment(
-        provider.Function(offline_model)), store=MemoryStore(), make_step=step_factory([weather]))
+        demo_provider()), store=MemoryStore(), make_step=step_factory(TOOLS))
     conduit = HTTPConduit(port=0, allow_no_token=True)  # this machine only
     async with manager, anyio.create_task_group() as group:
         url = await group.start(conduit.serve, manager)

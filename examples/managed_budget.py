@@ -72,6 +72,10 @@ class PromptMeter:
         return self.inner.stream(request)
 
 
+TOOLS = [lookup_employee]  # what `python -m session serve examples.managed_budget:make_agent` gives the step
+BUDGET = Budget(max_turns=15, max_tool_calls=12, name="walk")
+
+
 def demo_provider() -> provider.Function:
     return provider.Function(demo_model)
 
@@ -85,18 +89,18 @@ def configured_provider() -> loop.Provider:
     return chosen
 
 
-def make_agent(step: Step, budget: Budget) -> WithBudget:
+def make_agent(step: Step, budget: Budget = BUDGET) -> WithBudget:
     """The managed tool loop, with a ledger of at most 1,500 characters, inside ``budget``."""
     return WithBudget(Managed(step, view=Ledger(max_chars=1_500)), budget)
 
 
 async def main() -> None:
     meter = PromptMeter(configured_provider())
-    step = Step(meter, tools=[lookup_employee])
+    step = Step(meter, tools=TOOLS)
     asked = State().append(Role.USER, Text(QUESTION))
     print(f"user: {QUESTION}")
 
-    state = await make_agent(step, Budget(max_turns=15, max_tool_calls=12, name="walk")).run(asked)
+    state = await make_agent(step).run(asked)
     print(f"answer: {state.answer}  ({state.outcome.status})")
     print(f"spent: {state.outcome.data['WithBudget']['spent']}")
     print(f"prompt sent per model call (tokens): {meter.sizes}")

@@ -62,6 +62,9 @@ def demo_model(request: Request) -> str | list:
     return [provider.tool_call("stock", {"item": item[1] if item else question})]
 
 
+TOOLS = [stock]  # what `python -m session serve examples.router:make_agent` gives the step
+
+
 def demo_provider() -> provider.Function:
     return provider.Function(demo_model)
 
@@ -92,7 +95,7 @@ def make_agent(step: Step) -> Router:
 
 
 async def main() -> None:
-    step = Step(configured_provider(), tools=[stock])
+    step = Step(configured_provider(), tools=TOOLS)
     agent = make_agent(step)
     for question in QUESTIONS:
         state = await agent.run(State().append(Role.USER, Text(question)))

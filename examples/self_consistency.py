@@ -63,6 +63,9 @@ def demo_model(request: Request) -> list:
     return [f"12 pens cost ${results[-1]:g}.", usage]
 
 
+TOOLS = [multiply, divide]  # what `python -m session serve examples.self_consistency:make_agent` gives the step
+
+
 def demo_provider() -> provider.Function:
     return provider.Function(demo_model)
 
@@ -82,7 +85,7 @@ def make_agent(step: Step) -> SelfConsistency:
 
 
 async def main() -> None:
-    step = Step(configured_provider(), tools=[multiply, divide])
+    step = Step(configured_provider(), tools=TOOLS)
     print(f"user: {QUESTION}")
     state = await make_agent(step).run(State().append(Role.USER, Text(QUESTION)))
     vote = state.outcome.data["SelfConsistency"]

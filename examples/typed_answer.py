@@ -58,6 +58,9 @@ def demo_model(request: Request) -> str | list:
     return f"It is {km:g} km by road from Leeds to Lyon, so about {km / 90:g} hours of driving at 90 km/h."
 
 
+TOOLS = [road_distance]  # what `python -m session serve examples.typed_answer:make_agent` gives the step
+
+
 def demo_provider() -> provider.Function:
     return provider.Function(demo_model)
 
@@ -77,7 +80,7 @@ def make_agent(step: Step) -> WithOutput[Drive]:
 
 
 async def main() -> None:
-    step = Step(configured_provider(), tools=[road_distance])
+    step = Step(configured_provider(), tools=TOOLS)
     print(f"user: {QUESTION}")
     state = await make_agent(step).run(State().append(Role.USER, Text(QUESTION)))
     prose = [t.text for t in state if t.role is Role.ASSISTANT and t.text]
