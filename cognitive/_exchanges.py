@@ -10,6 +10,7 @@ an edit) is a *stray* unit; views that drop anything drop strays too, since no p
 from __future__ import annotations
 
 import json
+from typing import Any
 from collections.abc import Callable, Iterable, Sequence
 
 from loop import Role, State, TokenCounter, ToolCall, ToolResult, Turn, UsageError
@@ -100,19 +101,34 @@ def without(state: State, turns: Sequence[Turn], hidden: Iterable[int]) -> State
     return State([t for i, t in enumerate(turns) if i not in skip], state.meta)
 
 
-def canonical_arguments(raw: str) -> str:
+def canonical_arguments(raw: str, *, loose: bool = False) -> str:
     """A call's JSON arguments written one way (keys sorted, no spaces), so equal calls compare equal; text that is
-    not JSON is kept as written, without surrounding whitespace."""
+    not JSON is kept as written, without surrounding whitespace. ``loose`` also compares strings without regard to
+    letter case or runs of whitespace (in values, and in text that is not JSON)."""
     try:
-        value = json.loads(raw)
+        value = json.loads(raw or "{}")
     except ValueError:
-        return raw.strip()
+        return " ".join(raw.split()) if loose else raw.strip()
+    if loose:
+        value = _loosened(value)
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def call_key(call: ToolCall) -> tuple[str, str]:
-    """What makes two calls the same call: the tool's name and the canonical arguments."""
-    return call.name, canonical_arguments(call.arguments)
+def _loosened(value: Any) -> Any:
+    if isinstance(value, str):
+        return " ".join(value.split()).casefold()
+    if isinstance(value, dict):
+        return {key: _loosened(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_loosened(item) for item in value]
+    return value
+
+
+def call_key(call: ToolCall, *, loose: bool = False) -> tuple[str, str]:
+    """What makes two calls the same call: the tool's name and the canonical arguments. The one key of the
+    ledger, result reuse (exact: ``loose=False``, so a reused answer is the answer to that very call) and loop
+    detection (``loose=True``: a model repeating itself rarely keeps the case and spacing of its strings)."""
+    return call.name, canonical_arguments(call.arguments, loose=loose)
 
 
 def excerpt(text: str, limit: int) -> str:

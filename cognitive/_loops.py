@@ -2,68 +2,42 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from cognitive._exchanges import call_key
+from loop import State
 
-from loop import Role, State, ToolCall, ToolResult, Turn
-
-NOTE = ("\n\n[note: you already made this exact call ({name} with these arguments) earlier in this run and got "
-        "this result. Use it instead of asking again; if it is not enough, try something different. Another "
-        "repeat will end the run.]")
-
-
-def call_key(call: ToolCall) -> str:
-    """What makes two calls the same call: the tool's name and its arguments parsed, with keys sorted and
-    strings compared without regard to case or runs of whitespace. Unparseable arguments compare as
-    written, with whitespace collapsed."""
-    try:
-        arguments: Any = _normalise(json.loads(call.arguments or "{}"))
-        text = json.dumps(arguments, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    except ValueError:
-        text = " ".join(call.arguments.split())
-    return f"{call.name}\x00{text}"
+NOTE = ("You already made the exact call {name} with these arguments earlier in this run, and its result is "
+        "above. Use it instead of asking again; if it is not enough, try something different. Another repeat "
+        "will end the run.")
+LOOP_NOTE = "loop_note"
+"""The ``kind`` of the system turn that points a repeated call out to the model."""
 
 
-def _normalise(value: Any) -> Any:
-    if isinstance(value, str):
-        return " ".join(value.split()).casefold()
-    if isinstance(value, dict):
-        return {key: _normalise(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_normalise(item) for item in value]
-    return value
-
-
-def watch(state: State, seen: dict[str, int]) -> tuple[State, str | None]:
-    """Count the calls answered by ``state``'s last turn (a ``TOOL`` turn) in ``seen``. A call's first repeat
-    gets ``NOTE`` added to its result; what a further repeat returns instead is the reason to stop."""
+def watch(state: State, seen: dict[tuple[str, str], int]) -> tuple[str | None, str | None]:
+    """Count the calls answered by ``state``'s last turn (a ``TOOL`` turn) in ``seen`` (keyed by ``call_key``,
+    loosely). Returns the note to show the model after a call's first repeat, and what a further repeat returns
+    instead: the reason to stop. The conversation is never rewritten: the note is a turn of its own."""
     results = state.last.tool_results if state.last is not None else ()
     calls = {c.id: c for t in _asking_turn(state) for c in t.tool_calls}
-    noted: dict[str, str] = {}
+    repeated: list[str] = []
     for result in results:
         call = calls.get(result.call_id)
         if call is None:
             continue
-        key = call_key(call)
+        key = call_key(call, loose=True)
         count = seen.get(key, 0) + 1
         seen[key] = count
         if count > 2:
-            return state, f"{call.name} was called {count} times with the same arguments"
+            return None, f"{call.name} was called {count} times with the same arguments"
         if count == 2:
-            noted[result.call_id] = NOTE.format(name=call.name)
-    if not noted:
-        return state, None
-    last = state.last
-    assert last is not None  # results came from it
-    rewritten = tuple(ToolResult(r.call_id, r.name, r.content + noted[r.call_id], r.is_error)
-                      if isinstance(r, ToolResult) and r.call_id in noted else r for r in last.parts)
-    # The tool turn is this run's own, just made: it is replaced before anyone reads it back.
-    return state.prefix(len(state) - 1).append_turn(Turn(Role.TOOL, rewritten, last.meta)), None
+            repeated.append(call.name)
+    if not repeated:
+        return None, None
+    return " ".join(NOTE.format(name=name) for name in dict.fromkeys(repeated)), None
 
 
-def _asking_turn(state: State) -> tuple[Turn, ...]:
+def _asking_turn(state: State) -> tuple[object, ...]:
     """The assistant turn whose calls ``state``'s last turn answers."""
     for turn in state.reversed():
-        if turn.role is Role.ASSISTANT:
+        if turn.role == "assistant":
             return (turn,)
     return ()

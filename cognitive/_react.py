@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import cast
+
+from cognitive._loops import LOOP_NOTE
 from cognitive._loops import watch as _watch
 from cognitive._pattern import check_start, left_open
-from loop import Options, Role, State, TurnRunner, UsageError, positive_int, require, scope, tracing
+from loop import (Options, Role, State, Text, TurnExecutor, TurnRunner, UsageError, positive_int, require, scope,
+                  tracing)
 
 _FINAL = Options(tool_choice="none")
 
@@ -22,9 +26,10 @@ class ReAct:
 
     With ``detect_loops=True`` the run watches for the usual way a tool loop burns a budget: the same tool
     called again with the same arguments (compared after parsing, ignoring key order, letter case and
-    whitespace in strings). The first repeat's result carries a note telling the model it already has that
-    result; a further repeat of any call stops the run with a tool-free final answer, marked ``degraded``.
-    Only calls made in this run count: asking again in a later message is no loop.
+    whitespace in strings). After the first repeat a system turn (``meta["kind"] == "loop_note"``) tells the
+    model it already has that result; a further repeat of any call stops the run with a tool-free final answer,
+    marked ``degraded``. Only calls made in this run count: asking again in a later message is no loop. The
+    note is submitted through ``step``, which must then be a ``TurnExecutor``.
     """
 
     __slots__ = ("step", "max_turns", "detect_loops")
@@ -33,7 +38,10 @@ class ReAct:
         _check_runner(step, "ReAct")
         if not isinstance(detect_loops, bool):
             raise UsageError(f"detect_loops must be True or False, got {detect_loops!r}")
-        self.step = step
+        if detect_loops:
+            require(step, TurnExecutor, "ReAct(detect_loops=True)", "a TurnExecutor (turn and submit) to add its "
+                    "notes with")
+        self.step: TurnRunner = step
         self.max_turns = positive_int("max_turns", max_turns)
         self.detect_loops = detect_loops
 
@@ -42,7 +50,7 @@ class ReAct:
         with scope("ReAct"), tracing.span("invoke_agent ReAct", {"gen_ai.operation.name": "invoke_agent",
                                                                  "gen_ai.agent.name": "ReAct"}):
             step = self.step
-            seen: dict[str, int] | None = {} if self.detect_loops else None
+            seen: dict[tuple[str, str], int] | None = {} if self.detect_loops else None
             for _ in range(self.max_turns):
                 state = await step.turn(state)
                 if left_open(state):
@@ -52,7 +60,9 @@ class ReAct:
                     if not state.pending_calls:
                         return state  # ok: an answer with no outcome recorded is a clean one
                 elif seen is not None and last is not None and last.role is Role.TOOL:
-                    state, looping = _watch(state, seen)
+                    note, looping = _watch(state, seen)
+                    if note is not None:  # a turn of its own: what was stored is never rewritten
+                        state = await cast(TurnExecutor, step).submit(state, Role.SYSTEM, Text(note), meta={"kind": LOOP_NOTE})
                     if looping is not None:
                         state = await step.turn(state, _FINAL)
                         return state.degrade(f"ReAct stopped a tool loop: {looping}; the final answer was asked "

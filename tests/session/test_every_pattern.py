@@ -123,3 +123,20 @@ async def test_every_pattern_and_example_answers_through_a_served_process(target
     else:
         answer = await _ask_served(f"examples.{target}:make_agent", env)
     assert answer
+
+
+async def test_loop_detection_in_a_session_stores_each_turn_as_it_completes_and_rewrites_none() -> None:
+    from cognitive import ReAct
+    from provider import Scripted, tool_call
+
+    store = Appends()
+    model = Scripted([tool_call("look", {"topic": "cats"}), tool_call("look", {"topic": " CATS "}),
+                      tool_call("look", {"topic": "cats"}), "cats are cats"])
+    manager = Manager(new_turn_processor(lambda step: ReAct(step, detect_loops=True)), provider=model, store=store,
+                      make_step=step_factory(registry_agent.TOOLS))
+    with anyio.fail_after(10):
+        async with manager:
+            state = await (await manager.open()).ask("find cats")
+    assert state.answer == "cats are cats" and state.degraded
+    assert_only_extended(store.appends)
+    assert [start for start, _ in store.appends][:8] == list(range(8)), "one turn stored at a time, as each completed"
