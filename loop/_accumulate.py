@@ -6,11 +6,9 @@ import uuid
 from types import MappingProxyType
 from typing import Any
 
-import anyio
 
-from loop._events import TurnCompleted, TurnFailed
 from loop._parts import Part, Reasoning, Role, Text, ToolCall, Usage
-from loop._protocols import Finish, ReasoningDelta, Request, TextDelta, ToolCallDelta, UsageDelta
+from loop._protocols import Finish, ReasoningDelta, TextDelta, ToolCallDelta, UsageDelta
 from loop._turn import EMPTY, Turn
 from loop.errors import StreamError
 
@@ -38,6 +36,11 @@ class Accumulator:
         self._usage: Usage | None = None
         self.finish: str | None = None
         self.model: str | None = None  # the model that answered, when the provider names it
+
+    @property
+    def usage(self) -> Usage | None:
+        """The usage reported so far, added up."""
+        return self._usage
 
     def add(self, delta: Any) -> None:
         kind = type(delta)
@@ -104,32 +107,3 @@ def _meta(finish: str | None, model: str | None) -> Any:
         if len(_METAS) < 256:  # finish reasons and model names are few; a provider inventing them is not
             _METAS[key] = meta
     return meta
-
-
-async def stream_choices(provider: Any, request: Request, bus: Any, n: int) -> list[Turn | None]:
-    """The turns of the ``n`` choices one response streams (``None`` for a choice it never sent), each delta
-    published on ``bus`` as it comes; every turn is published complete at the end."""
-    accs = [Accumulator() for _ in range(n)]
-    seen: set[int] = set()
-    stream = provider.stream(request)
-    try:
-        try:
-            async for delta in stream:
-                choice = delta.choice
-                if not 0 <= choice < n:
-                    raise StreamError(f"the provider streamed choice {choice} of a request for {n} choices")
-                accs[choice].add(delta)
-                seen.add(choice)
-                bus.publish(delta)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await stream.aclose()
-    except BaseException as exc:
-        bus.publish(TurnFailed(exc))
-        raise
-    model = request.options.model
-    turns: list[Turn | None] = [acc.turn(model) if index in seen else None for index, acc in enumerate(accs)]
-    for turn in turns:
-        if turn is not None:
-            bus.publish(TurnCompleted(turn))
-    return turns

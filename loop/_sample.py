@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 import anyio
 import attrs
 
-from loop._accumulate import stream_choices
 from loop._budget import charge_usage
 from loop._checks import positive_int
 from loop._events import TurnCompleted
@@ -17,6 +16,7 @@ from loop._fanout import fan_out
 from loop._outcome import PENDING
 from loop._parts import Role, Usage
 from loop._protocols import Options, Request
+from loop._respond import stream_choices
 from loop._scope import branch, current_scope
 from loop._state import State
 from loop._turn import Turn
@@ -57,8 +57,8 @@ async def _sample_natively(step: Step, state: State, n: int, opts: Options) -> t
         budgets = scope.budgets
         if budgets:
             step._reserve_turn(budgets, scope, state, opts)
-        view = await step.view(state) if step._async_view else step._view(state)
-        got = await stream_choices(step._provider, Request(view.turns, step._specs, opts, scope.path), step.events, n)
+        view = await step.view(state)
+        got = await stream_choices(step.provider, Request(view.turns, step._specs, opts, scope.path), step.events, n)
         if budgets:
             usage = sum((t.usage for t in got if t is not None and t.usage is not None), Usage())
             model = next((t.meta.get("model") for t in got if t is not None and t.meta.get("model")), None)
@@ -99,13 +99,5 @@ async def _sample_natively(step: Step, state: State, n: int, opts: Options) -> t
 
 async def _answer_only(step: Step, state: State, opts: Options) -> State:
     """``state`` with the model's next turn appended, its tool calls not run (a sample's tools run later)."""
-    scope = current_scope()
-    if scope.budgets:
-        step._reserve_turn(scope.budgets, scope, state, opts)
-    view = await step.view(state) if step._async_view else step._view(state)
-    turn = await step._stream(Request(view.turns, step._specs, opts, scope.path), opts, step.events)
-    if scope.budgets and turn.usage is not None:
-        charge_usage(scope.budgets, turn.usage, turn.meta.get("model") or step._model(opts), scope.path)
-    step.events.publish(TurnCompleted(turn))
+    turn, _ = await step._respond(state, opts, current_scope(), step._specs)
     return state.append_turn(turn)
-

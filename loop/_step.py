@@ -7,17 +7,15 @@ import inspect
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
-import anyio
 
-from loop import tracing
-from loop._accumulate import Accumulator
 from loop._budget import _TURNS, Spend, charge_usage, exhausted_error, reserve
 from loop._executor import Transform, has, provider_info
 from loop._events import EventBus, TurnCompleted, TurnFailed, TurnStarted
 from loop._outcome import PENDING
 from loop._parts import Part, Role, ToolCall, ToolResult
 from loop._pipeline import CANCELLED, ToolPipeline, error_result
-from loop._protocols import DeltaStream, Options, Provider, Request, ToolSpec
+from loop._respond import stream_turn
+from loop._protocols import Options, Provider, Request, ToolSpec
 from loop._sample import sample_states
 from loop._scope import Recorder, RunScope, current_scope, current_task
 from loop._state import State
@@ -185,24 +183,9 @@ class Step:
             raise UsageError(f"a turn writes one answer, but its options ask for n={opts.n}; ask Step.sample for "
                              "several")
         budgets = scope.budgets
-        if budgets:
-            self._reserve_turn(budgets, scope, state, opts)
-        bus = self.events
-        if bus.has_subscribers:
-            bus.publish(TurnStarted(len(state)))
-        view = await self.view(state) if self._async_view else self._view(state)
         external = scope.external if scope.external and scope.on_main_line else ()
-        specs = self._offered(external) if external else self._specs
-        request = Request(view.turns, specs, opts, scope.path)
-        turn = await self._stream(request, opts, bus)
+        turn, passed = await self._respond(state, opts, scope, self._offered(external) if external else self._specs)
         state = state.append_turn(turn)
-        if bus.has_subscribers:
-            bus.publish(TurnCompleted(turn))
-        passed: Spend | None = None
-        if budgets:
-            usage = turn.usage
-            if usage is not None:
-                passed = charge_usage(budgets, usage, turn.meta.get("model") or self._model(opts), scope.path)
         recorder = scope.main_recorder
         calls = turn.tool_calls
         if not calls or opts.run_tools is False:
@@ -291,37 +274,27 @@ class Step:
             state = cast(State, transform(state))  # sync transforms return a State
         return state
 
-    async def _stream(self, request: Request, opts: Options, bus: EventBus) -> Turn:
-        tracer = tracing.current_tracer()
-        acc: Accumulator | None = None  # made at the first delta: nothing to hold while the model thinks
-        try:
-            with _chat_span(tracer, opts) as span:
-                stream = self._provider.stream(request)
-                if not has(stream, DeltaStream):  # the one place the DeltaStream contract is checked
-                    raise UsageError(f"{self._provider!r}.stream() returned {stream!r}, which cannot be closed (no "
-                                     "aclose()); a provider's stream is a loop.DeltaStream: write it as an "
-                                     "async generator")
-                try:
-                    async for delta in stream:
-                        if acc is None:
-                            acc = Accumulator()
-                        acc.add(delta)
-                        bus.publish(delta)
-                except BaseException:
-                    # Release the provider's connection even when the turn is being cancelled.
-                    with anyio.CancelScope(shield=True):
-                        await stream.aclose()
-                    raise
-                await stream.aclose()
-                if acc is None:
-                    acc = Accumulator()
-                turn = acc.turn(opts.model)
-                if tracer is not None:
-                    _record_usage(span, turn, acc.finish)
-        except BaseException as exc:
-            bus.publish(TurnFailed(exc))
-            raise
-        return turn
+    async def _respond(self, state: State, opts: Options, scope: RunScope,
+                       specs: tuple[ToolSpec, ...]) -> tuple[Turn, Spend | None]:
+        """The model's turn on ``state``, not yet appended, and the budget it passed if any: the turn is reserved
+        in the scope's budgets, the model shown the view, the response streamed and published, and its usage
+        charged. The one path of every model call of a step (``turn``, and ``sample``'s)."""
+        budgets = scope.budgets
+        if budgets:
+            self._reserve_turn(budgets, scope, state, opts)
+        bus = self.events
+        if bus.has_subscribers:
+            bus.publish(TurnStarted(len(state)))
+        view = await self.view(state) if self._async_view else self._view(state)
+        turn = await stream_turn(self._provider, Request(view.turns, specs, opts, scope.path), bus)
+        if bus.has_subscribers:
+            bus.publish(TurnCompleted(turn))
+        passed: Spend | None = None
+        if budgets:
+            usage = turn.usage
+            if usage is not None:
+                passed = charge_usage(budgets, usage, turn.meta.get("model") or self._model(opts), scope.path)
+        return turn, passed
 
     def _model(self, opts: Options) -> str | None:
         return opts.model or provider_info(self._provider).model
@@ -382,23 +355,3 @@ def _check_transforms(transforms: Any) -> tuple[tuple[Transform, ...], bool]:
             raise UsageError(f"a transform must be a function State -> State, got {transform!r}")
     return transforms, any(inspect.iscoroutinefunction(t) or inspect.iscoroutinefunction(type(t).__call__)
                            for t in transforms)
-
-
-def _chat_span(tracer: Any, opts: Options) -> Any:
-    if tracer is None:
-        return tracing.NOOP_SPAN
-    return tracing.start(tracer, f"chat {opts.model}" if opts.model else "chat", {
-        "gen_ai.operation.name": "chat",
-        "gen_ai.request.model": opts.model,
-        "gen_ai.request.temperature": opts.temperature,
-        "gen_ai.request.max_tokens": opts.max_tokens,
-    })
-
-
-def _record_usage(span: Any, turn: Turn, finish: str | None) -> None:
-    usage = turn.usage
-    if usage is not None:
-        span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
-        span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
-    if finish is not None:
-        span.set_attribute("gen_ai.response.finish_reasons", (finish,))

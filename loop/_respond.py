@@ -1,0 +1,96 @@
+"""One provider call streamed into turns: the deltas published as they come, the stream always closed, one span."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+
+from loop import tracing
+from loop._accumulate import Accumulator
+from loop._events import EventBus, TurnCompleted, TurnFailed
+from loop._executor import has
+from loop._protocols import DeltaStream, Options, Provider, Request
+from loop._turn import Turn
+from loop.errors import StreamError, UsageError
+
+
+async def stream_turn(provider: Provider, request: Request, bus: EventBus) -> Turn:
+    """The turn ``provider`` streams for ``request`` (one choice)."""
+    accs: list[Accumulator] = []
+    await _stream(provider, request, bus, accs, 1)
+    return (accs[0] if accs else Accumulator()).turn(request.options.model)
+
+
+async def stream_choices(provider: Provider, request: Request, bus: EventBus, n: int) -> list[Turn | None]:
+    """The turns of the ``n`` choices one response streams (``None`` for a choice it never sent); every turn is
+    published complete at the end."""
+    accs: list[Accumulator] = []
+    seen = await _stream(provider, request, bus, accs, n)
+    model = request.options.model
+    turns: list[Turn | None] = [acc.turn(model) if index in seen else None for index, acc in enumerate(accs)]
+    for turn in turns:
+        if turn is not None:
+            bus.publish(TurnCompleted(turn))
+    return turns
+
+
+async def _stream(provider: Provider, request: Request, bus: EventBus, accs: list[Accumulator], n: int) -> set[int]:
+    """Stream ``request`` into ``accs`` (one accumulator per choice, made at the first delta: nothing is held
+    while the model thinks); the choices seen. Publishes every delta, and ``TurnFailed`` if it fails."""
+    tracer = tracing.current_tracer()
+    opts = request.options
+    seen: set[int] = set()
+    try:
+        with _chat_span(tracer, opts) as span:
+            stream = provider.stream(request)
+            if not has(stream, DeltaStream):  # the one place the DeltaStream contract is checked
+                raise UsageError(f"{provider!r}.stream() returned {stream!r}, which cannot be closed (no "
+                                 "aclose()); a provider's stream is a loop.DeltaStream: write it as an "
+                                 "async generator")
+            try:
+                async for delta in stream:
+                    try:
+                        choice = delta.choice
+                    except AttributeError:
+                        choice = 0  # not a delta: the accumulator refuses it, naming it
+                    if choice >= len(accs):
+                        if not 0 <= choice < n:
+                            raise StreamError(f"the provider streamed choice {choice} of a request for {n} "
+                                              f"choice{'s' if n > 1 else ''}")
+                        accs.extend(Accumulator() for _ in range(n - len(accs)))
+                    accs[choice].add(delta)
+                    seen.add(choice)
+                    bus.publish(delta)
+            except BaseException:
+                # Release the provider's connection even when the turn is being cancelled.
+                with anyio.CancelScope(shield=True):
+                    await stream.aclose()
+                raise
+            await stream.aclose()
+            if tracer is not None and accs:
+                _record_usage(span, accs[0])
+    except BaseException as exc:
+        bus.publish(TurnFailed(exc))
+        raise
+    return seen
+
+
+def _chat_span(tracer: Any, opts: Options) -> Any:
+    if tracer is None:
+        return tracing.NOOP_SPAN
+    return tracing.start(tracer, f"chat {opts.model}" if opts.model else "chat", {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": opts.model,
+        "gen_ai.request.temperature": opts.temperature,
+        "gen_ai.request.max_tokens": opts.max_tokens,
+    })
+
+
+def _record_usage(span: Any, acc: Accumulator) -> None:
+    usage = acc.usage
+    if usage is not None:
+        span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
+        span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
+    if acc.finish is not None:
+        span.set_attribute("gen_ai.response.finish_reasons", (acc.finish,))
