@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cognitive._exchanges import call_key
-from loop import State
+from loop import Role, State, Turn
 
 NOTE = ("You already made the exact call {name} with these arguments earlier in this run, and its result is "
         "above. Use it instead of asking again; if it is not enough, try something different. Another repeat "
@@ -35,9 +35,9 @@ def watch(state: State, seen: dict[tuple[str, str], int]) -> tuple[str | None, s
     return " ".join(NOTE.format(name=name) for name in dict.fromkeys(repeated)), None
 
 
-def _asking_turn(state: State) -> tuple[object, ...]:
+def _asking_turn(state: State) -> tuple[Turn, ...]:
     """The assistant turn whose calls ``state``'s last turn answers."""
     for turn in state.reversed():
-        if turn.role == "assistant":
+        if turn.role is Role.ASSISTANT:
             return (turn,)
     return ()

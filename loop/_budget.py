@@ -9,6 +9,7 @@ overshoot by what those calls used (at most one response per concurrent branch).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import attrs
 
+from loop import tracing
 from loop._checks import field_check, positive_int, positive_number
 from loop._parts import Usage
 from loop.errors import BudgetExhausted, UsageError
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
     from loop._scope import Line
     from loop._state import State
 
+
+_log = tracing.logger("loop.budget")
 
 # A budget's limits; None is no limit.
 _count = field_check(positive_int, optional=True)
@@ -80,7 +84,9 @@ PRICES: Mapping[str, Price] = MappingProxyType({
 
 
 def price_of(model: str | None, prices: Mapping[str, Price]) -> Price | None:
-    """The price of ``model`` in ``prices``: by exact name, else by the longest name it starts with."""
+    """The price of ``model`` in ``prices``: by exact name, else by the longest name it starts with (its family:
+    ``gpt-4o-2024-08-06`` is priced as ``gpt-4o``); a name with a router's prefix (``openai/gpt-4o``) is also
+    looked up without it."""
     if not model:
         return None
     found = prices.get(model)
@@ -90,7 +96,9 @@ def price_of(model: str | None, prices: Mapping[str, Price]) -> Price | None:
     for name in prices:
         if len(name) > len(best) and model.startswith(name):
             best = name
-    return prices[best] if best else None
+    if best:
+        return prices[best]
+    return price_of(model.rsplit("/", 1)[1], prices) if "/" in model else None
 
 
 def _prices(value: Mapping[str, Price] | None) -> Mapping[str, Price] | None:
@@ -159,6 +167,41 @@ def _row_dict(row: Any) -> dict[str, Any]:
     return {name: value for name, value in zip(_FIELDS, row) if value}
 
 
+_BRANCH = re.compile(r"(?<=\S) \d+$")  # "sample 3", "branch 12": one of a fan-out's branches
+_TOOL = re.compile(r"^(tool:[^#]+)#.*$")  # "tool:search#call_7": one call of a tool
+
+
+def _level(path: str) -> str:
+    """``path`` with every branch number and tool call id left out: the pattern level it belongs to
+    (``SelfConsistency/sample */ReAct``, ``ReAct/tool:search``)."""
+    if " " not in path and "#" not in path:
+        return path
+    return "/".join(_TOOL.sub(r"\1", _BRANCH.sub(" *", segment)) for segment in path.split("/"))
+
+
+def summary(by_path: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Rows of spend per run path (lists in ``_FIELDS`` order) added up per pattern level (see ``_level``), so
+    that what an outcome records does not grow with the number of branches; a level that sums several paths
+    says how many (``paths``)."""
+    rows: dict[str, list[Any]] = {}
+    counts: dict[str, int] = {}
+    for path, row in by_path.items():
+        level = _level(path)
+        into = rows.get(level)
+        if into is None:
+            rows[level] = list(row)
+            counts[level] = 1
+        else:
+            for index, value in enumerate(row):
+                into[index] += value
+            counts[level] += 1
+    out = {level: _row_dict(row) for level, row in rows.items()}
+    for level, count in counts.items():
+        if count > 1:
+            out[level]["paths"] = count
+    return out
+
+
 class Spend:
     """The live spend of one run against ``budget`` (``None``: a tally that only counts, as each fan-out
     branch keeps), kept per run path, discarded branches included.
@@ -170,7 +213,7 @@ class Spend:
     tool pipeline do the charging."""
 
     __slots__ = ("budget", "_total", "_by_path", "exhausted", "refused", "cancel_scope", "line", "task", "tip",
-                 "runner", "closed")
+                 "runner", "closed", "unpriced")
 
     def __init__(self, budget: Budget | None, line: Line | None = None, task: Any = None) -> None:
         self.budget = budget
@@ -184,6 +227,7 @@ class Spend:
         self.tip: State | None = None
         self.runner: Any = None  # the step that ran the tip's last turn
         self.closed = False  # past exhaustion: charged, never refused (the final answer)
+        self.unpriced: tuple[str, ...] = ()  # models that answered with no known price: their cost is unknown
 
     def _add(self, index: int, amount: Any, path: str) -> None:
         self._total[index] += amount
@@ -229,8 +273,12 @@ class Spend:
         if price is not None:
             self._add(_COST, price.cost(usage), path)
         elif budget is not None and budget.max_cost is not None:
-            raise UsageError(f"budget {budget.name!r} has max_cost but model {model!r} has no known price; "
-                             "pass Budget(prices={...: loop.Price(input, output)}) for it")
+            # The call is paid for and its answer is kept: its cost is unknown, which the outcome says.
+            name = model or "(unnamed)"
+            if name not in self.unpriced:
+                self.unpriced += (name,)
+                _log.warning("a model with no known price answered under max_cost; its cost is counted as 0",
+                             budget=budget.name, model=name)
         if budget is None or self.closed or self.exhausted is not None:
             return None
         total = self._total
@@ -260,13 +308,16 @@ class Spend:
         return exhausted_error(self, state)
 
     def report(self) -> dict[str, Any]:
-        """The spend as JSON data, for an outcome."""
-        out: dict[str, Any] = {"spent": _row_dict(self._total),
-                               "by_path": {p: _row_dict(row) for p, row in self._by_path.items()}}
+        """The spend as JSON data, for an outcome: in all, and per pattern level (``by_path``: branches of one
+        fan-out add up under ``name *``, calls of one tool under ``tool:NAME``; ``by_path`` of the spend itself
+        and the ``BudgetReport`` event keep every path)."""
+        out: dict[str, Any] = {"spent": _row_dict(self._total), "by_path": summary(self._by_path)}
         if self.budget is not None:
             out["budget"] = self.budget.name
         if self.exhausted is not None:
             out["exhausted"] = self.exhausted
+        if self.unpriced:
+            out["unpriced"] = list(self.unpriced)
         return out
 
 

@@ -84,7 +84,7 @@ async def _make(make: MakeExecutor, model: _Model, tools: Sequence[Tool]) -> Exe
         missing = sorted(m for m in ("turn", "submit", "sample", "derive", "view", "options", "transforms",
                                       "pipeline", "events", "samples_in_one_request") if m not in dir(made))
         raise ConformanceError(f"{made!r} is not a loop.Executor: it has no {', '.join(missing)}")
-    return cast(Executor, made)
+    return made
 
 
 async def check_executor(make: MakeExecutor) -> None:

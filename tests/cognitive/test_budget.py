@@ -1,6 +1,7 @@
 """``WithBudget``: a run within limits, which still ends in a written answer when they run out."""
 
 import functools
+import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -267,11 +268,12 @@ async def test_max_cost_with_an_unpriced_model_is_a_usage_error() -> None:
     assert model.requests == []
 
 
-async def test_max_cost_with_an_unpriced_answering_model_is_a_usage_error() -> None:
+async def test_an_unpriced_answering_model_keeps_its_answer_and_the_outcome_says_its_cost_is_unknown() -> None:
     requests: list[Request] = []
     step = Step(Function(priced_stream("mystery", Usage(1, 1), requests)), options=Options(model="gpt-4o"))
-    with pytest.raises(UsageError, match="mystery"):
-        await WithBudget(ReAct(step), Budget(max_cost=1.0)).run(START)
+    state = await WithBudget(ReAct(step), Budget(max_cost=1.0)).run(START)
+    assert state.answer == "priced final", "the paid answers are kept"
+    assert state.outcome is not None and state.outcome.data["WithBudget"]["unpriced"] == ["mystery"]
 
 
 # -- deadline ------------------------------------------------------------------------------------------------------
@@ -592,6 +594,30 @@ async def test_spend_of_branches_cancelled_by_an_early_stop_is_kept() -> None:
         state = await WithBudget(FirstAnswer(), Budget(max_turns=5)).run(START)
     assert state.answer == "from WithBudget/First/branch 1"
     by_path = state.outcome.data["WithBudget"]["by_path"]  # type: ignore[union-attr]
-    assert by_path == {"WithBudget/First/branch 1": {"turns": 1, "input_tokens": 7, "output_tokens": 1},
-                       "WithBudget/First/branch 2": {"turns": 1},
-                       "WithBudget/First/branch 3": {"turns": 1}}
+    # One row per pattern level: the three branches (the two cancelled ones too) add up.
+    assert by_path == {"WithBudget/First/branch *": {"turns": 3, "input_tokens": 7, "output_tokens": 1, "paths": 3}}
+
+
+async def test_what_a_budget_records_on_the_answer_does_not_grow_with_the_number_of_branches() -> None:
+    step = Step(Function(lambda request: "leaf"))
+
+    class Grid:
+        def __init__(self, width: int) -> None:
+            self.width = width
+
+        async def row(self, state: State) -> State:
+            await loop.fan_out([functools.partial(step.turn, state)] * self.width, name="cell")
+            return state
+
+        async def run(self, state: State) -> State:
+            with loop.scope("Grid"):
+                await loop.fan_out([functools.partial(self.row, state)] * self.width, name="row")
+                return await step.turn(state)
+
+    small = await WithBudget(Grid(3), Budget(max_turns=10_000)).run(START)
+    large = await WithBudget(Grid(30), Budget(max_turns=10_000)).run(START)
+    recorded = [s.outcome.data["WithBudget"] for s in (small, large)]  # type: ignore[union-attr]
+    assert recorded[0]["by_path"].keys() == recorded[1]["by_path"].keys() == {"WithBudget/Grid",
+                                                                               "WithBudget/Grid/row */cell *"}
+    assert recorded[1]["by_path"]["WithBudget/Grid/row */cell *"] == {"turns": 900, "paths": 900}
+    assert len(json.dumps(recorded[1])) < 4_000

@@ -238,10 +238,20 @@ async def test_max_cost_with_an_unpriced_requested_model_is_a_usage_error_before
     assert asked == []
 
 
-async def test_max_cost_with_an_unpriced_answering_model_is_a_usage_error() -> None:
+async def test_an_unpriced_answering_model_is_charged_as_unknown_and_its_answer_kept() -> None:
     step = Step(answering("surprise-model", Usage(10, 10)), options=Options(model="gpt-4o"))
-    with charging(Spend(Budget(max_cost=1.0))), pytest.raises(UsageError, match="surprise-model"):
-        await step.turn(START)
+    spend = Spend(Budget(max_cost=1.0))
+    with charging(spend):
+        state = await step.turn(START)
+    assert state.answer is not None
+    assert spend.unpriced == ("surprise-model",) and spend.report()["unpriced"] == ["surprise-model"]
+    assert spend.spent.cost == 0 and spend.spent.input_tokens == 10
+
+
+@pytest.mark.parametrize("model", ["gpt-4o-2024-08-06", "openai/gpt-4o", "openrouter/openai/gpt-4o-2024-11-20"])
+def test_dated_and_prefixed_model_names_are_priced_as_their_family(model: str) -> None:
+    assert Budget(max_cost=1.0).price(model) == loop.PRICES["gpt-4o"]
+    assert Budget().price("gpt-4o-mini-2024-07-18") == loop.PRICES["gpt-4o-mini"]
 
 
 async def test_without_max_cost_an_unpriced_model_costs_nothing() -> None:
