@@ -3,6 +3,7 @@
 from cognitive._budget import WithBudget
 from cognitive._chain import Chain, Stage
 from cognitive._code_action import CodeAction
+from cognitive._kinds import PatternKind
 from cognitive._consistency import SelfConsistency, normalise_answer
 from cognitive._critic import Critic, ToolCheckedVerifier
 from cognitive._ledger import AutoContext, Ledger
@@ -36,6 +37,7 @@ __all__ = [
     "Managed",
     "Pattern",
     "PatternFactory",
+    "PatternKind",
     "ReAct",
     "Reflection",
     "Reflexion",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import anyio
 
+from cognitive._kinds import PatternKind
 from cognitive._pattern import Pattern, left_open
 from loop import (
     Budget,
@@ -14,7 +15,6 @@ from loop import (
     State,
     Text,
     ToolResult,
-    TurnKind,
     TurnRunner,
     UsageError,
     charging,
@@ -109,9 +109,9 @@ class WithBudget:
             note = Text(NOTE.format(reason=spend.exhausted))
             submit = getattr(runner, "submit", None)
             if callable(submit):
-                base = await submit(base, Role.SYSTEM, note, meta={"kind": TurnKind.BUDGET})
+                base = await submit(base, Role.SYSTEM, note, meta={"kind": PatternKind.BUDGET})
             else:
-                base = base.append(Role.SYSTEM, note, meta={"kind": TurnKind.BUDGET})
+                base = base.append(Role.SYSTEM, note, meta={"kind": PatternKind.BUDGET})
             final: State = await runner.turn(base, _FINAL)
         self._report(spend)
         name = self.budget.name

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from cognitive._kinds import PatternKind
 from cognitive._output import WithOutput
 from cognitive._paths import CONVERSATION_ROOTS, StatePath
 from cognitive._pattern import Pattern, check_start, left_open, picked_up
 from cognitive._react import ReAct
 from cognitive._template import Template, show
-from loop import (OutputType, Role, State, Text, TurnExecutor, TurnKind, TurnRunner, TurnSubmitter, UsageError,
+from loop import (OutputType, Role, State, Text, TurnExecutor, TurnRunner, TurnSubmitter, UsageError,
                   branch, has, scope, tracing)
 
 
@@ -138,7 +139,7 @@ class Chain:
                 if on_main:
                     begun = state if resuming else state.append(
                         Role.SYSTEM, Text(stage.template.render(state, visible)),
-                        meta={"kind": TurnKind.STAGE, "stage": stage.name})
+                        meta={"kind": PatternKind.STAGE, "stage": stage.name})
                     result = await stage.pattern.run(begun)
                     if left_open(result):  # the caller answers; the stage goes on from its results
                         return result.with_outcome(data={"outputs": outputs, "worst": worst})
@@ -160,7 +161,7 @@ class Chain:
     @staticmethod
     def _start(stage: Stage, state: State, instructions: str, visible: dict[str, Any]) -> State:
         start = State() if not stage.history else state
-        start = start.append(Role.SYSTEM, Text(instructions), meta={"kind": TurnKind.STAGE, "stage": stage.name})
+        start = start.append(Role.SYSTEM, Text(instructions), meta={"kind": PatternKind.STAGE, "stage": stage.name})
         if stage.history:
             return start
         names = stage.reads if stage.reads is not None else ("input", *visible)

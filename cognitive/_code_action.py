@@ -8,9 +8,10 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from cognitive._kinds import PatternKind
 from cognitive._pattern import check_start
 from loop import (Executor, Options, Role, State, Text, TimedTool, Tool, ToolCall, ToolPipeline, ToolSpec,
-                  TurnKind, UsageError, index_tools, non_negative_int, positive_number, require, scope,
+                  UsageError, index_tools, non_negative_int, positive_number, require, scope,
                   tracing)
 from sandbox import ExecResult, Sandbox, ToolBridge, ToolSandbox, accepts_tools
 
@@ -115,7 +116,7 @@ class CodeAction:
                 "invoke_agent CodeAction",
                 {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "CodeAction"}) as span:
             step = self.step
-            state = await step.submit(state, Role.SYSTEM, Text(self.prompt), meta={"kind": TurnKind.CODE_ACTION})
+            state = await step.submit(state, Role.SYSTEM, Text(self.prompt), meta={"kind": PatternKind.CODE_ACTION})
             attempts = self.max_repairs + 1
             tool_calls = 0
             for attempt in range(1, attempts + 1):
@@ -130,17 +131,17 @@ class CodeAction:
                     if answer is not None:
                         span.set_attribute("code_action.attempts", attempt)
                         state = await step.submit(state, Role.ASSISTANT, Text(answer),
-                                                  meta={"kind": TurnKind.CODE_ACTION_ANSWER, "attempt": attempt})
+                                                  meta={"kind": PatternKind.CODE_ACTION_ANSWER, "attempt": attempt})
                         return state.with_outcome(data={"attempts": attempt, "tool_calls": tool_calls})
                     problem = describe_failure(result)
                 if attempt < attempts:
                     note = (f"{problem}\n\nAttempt {attempt} of {attempts} failed. Reply with the whole corrected "
                             "program in one ```python block; its tool budget starts afresh.")
                     state = await step.submit(state, Role.SYSTEM, Text(note),
-                                              meta={"kind": TurnKind.CODE_ACTION_ERROR, "attempt": attempt})
+                                              meta={"kind": PatternKind.CODE_ACTION_ERROR, "attempt": attempt})
             note = (f"{problem}\n\nNo more programs will be run. Answer the user directly in plain text: say what "
                     "you could establish and what you could not.")
-            state = await step.submit(state, Role.SYSTEM, Text(note), meta={"kind": TurnKind.CODE_ACTION_ERROR,
+            state = await step.submit(state, Role.SYSTEM, Text(note), meta={"kind": PatternKind.CODE_ACTION_ERROR,
                                                                             "attempt": attempts})
             state = await step.turn(state, _NO_TOOLS)
             span.set_attribute("code_action.attempts", attempts)

@@ -8,8 +8,6 @@ from loop import Role, State, Turn
 NOTE = ("You already made the exact call {name} with these arguments earlier in this run, and its result is "
         "above. Use it instead of asking again; if it is not enough, try something different. Another repeat "
         "will end the run.")
-LOOP_NOTE = "loop_note"
-"""The ``kind`` of the system turn that points a repeated call out to the model."""
 
 
 def watch(state: State, seen: dict[tuple[str, str], int]) -> tuple[str | None, str | None]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from cognitive._loops import LOOP_NOTE
+from cognitive._kinds import PatternKind
 from cognitive._loops import watch as _watch
 from cognitive._pattern import check_start, left_open
 from loop import (Options, Role, State, Text, TurnExecutor, TurnRunner, UsageError, positive_int, require, scope,
@@ -62,7 +62,7 @@ class ReAct:
                 elif seen is not None and last is not None and last.role is Role.TOOL:
                     note, looping = _watch(state, seen)
                     if note is not None:  # a turn of its own: what was stored is never rewritten
-                        state = await cast(TurnExecutor, step).submit(state, Role.SYSTEM, Text(note), meta={"kind": LOOP_NOTE})
+                        state = await cast(TurnExecutor, step).submit(state, Role.SYSTEM, Text(note), meta={"kind": PatternKind.LOOP_NOTE})
                     if looping is not None:
                         state = await step.turn(state, _FINAL)
                         return state.degrade(f"ReAct stopped a tool loop: {looping}; the final answer was asked "

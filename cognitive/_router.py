@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from cognitive._kinds import PatternKind
 from cognitive._pattern import Pattern, check_start, left_open, picked_up
-from loop import (Role, State, Text, TurnKind, TurnRunner, UsageError, ask, branch, non_negative_int, require, scope,
+from loop import (Role, State, Text, TurnRunner, UsageError, ask, branch, non_negative_int, require, scope,
                   tracing)
 from loop.errors import VerificationFailed
 
@@ -101,7 +102,7 @@ class Router:
                            for name in self.choices)
         with branch("route"):
             asking = state.append(Role.SYSTEM, Text(self.instructions.format(routes=routes)),
-                                  meta={"kind": TurnKind.ROUTE})
+                                  meta={"kind": PatternKind.ROUTE})
             try:
                 chosen = await ask(self.step, asking, self._schema, max_retries=self.max_retries)
             except VerificationFailed:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from cognitive._kinds import PatternKind
 from cognitive._exchanges import (EXCHANGE, STRAY, canonical_arguments, check_counter, count, excerpt,
                                   split_units)
-from loop import (Executor, Options, Role, State, Text, TokenCounter, ToolCall, Transform, Turn, TurnKind,
-                  TurnMiddleware, TurnRunner, UsageError, approx_tokens, branch, positive_int, require, run_path,
+from loop import (Executor, Options, Role, State, Text, TokenCounter, ToolCall, Transform, Turn, TurnMiddleware, TurnRunner, UsageError, approx_tokens, branch, positive_int, require, run_path,
                   tracing)
 from loop.errors import BudgetExhausted, LoopError
 
@@ -24,7 +24,7 @@ _log = tracing.logger("cognitive.summarize")
 
 
 def _is_boundary(turn: Turn) -> bool:
-    return turn.role is Role.SYSTEM and turn.meta.get("kind") == TurnKind.COMPACTION
+    return turn.role is Role.SYSTEM and turn.meta.get("kind") == PatternKind.COMPACTION
 
 
 def _newest_boundary(state: State) -> int | None:
@@ -69,7 +69,7 @@ def _pinned(turns: Sequence[Turn], before: int) -> list[int]:
 
 class FromLastCompaction:
     """Shows the conversation from its newest compaction boundary on (a ``SYSTEM`` turn of kind
-    ``TurnKind.COMPACTION``, which ``Summarize`` writes): the leading system turns and the first user message,
+    ``PatternKind.COMPACTION``, which ``Summarize`` writes): the leading system turns and the first user message,
     the ``meta["kept"]`` turns stored just before the boundary (the newest messages when it was made, kept
     word for word), the boundary's summary, and every turn after it. The turns the summary replaces stay stored
     and are only hidden, so a stored conversation read back shows the model the same thing. Turns are shown in
@@ -101,7 +101,7 @@ class Summarize(TurnMiddleware):
     results, counts as one message), is sent as a plain-text transcript to ``summarizer`` (a ``TurnRunner``,
     such as a cheaper ``step.derive(...)``), asked with tools off inside ``loop.branch("summarize")`` so the
     request is never taken for the conversation. Its answer is appended as a ``SYSTEM`` turn with
-    ``meta={"kind": TurnKind.COMPACTION, "kept": ..., "summarized": ...}``, through ``step.submit`` when the
+    ``meta={"kind": PatternKind.COMPACTION, "kept": ..., "summarized": ...}``, through ``step.submit`` when the
     step has one (so it is published and recorded like any turn). Nothing is deleted: the
     turns it summarizes stay in the state and are hidden by ``FromLastCompaction``, which this wrapper puts
     in front of the step's own transforms. No boundary is made while tool calls wait for their results, nor
@@ -230,7 +230,7 @@ class Summarize(TurnMiddleware):
             raise LoopError("the summarizer answered with no text")
         text = (f"Summary of {len(summarized)} earlier turns of this conversation, which are no longer shown:"
                 f"\n\n{summary}")
-        meta = {"kind": TurnKind.COMPACTION, "kept": len(turns) - kept_start, "summarized": len(summarized)}
+        meta = {"kind": PatternKind.COMPACTION, "kept": len(turns) - kept_start, "summarized": len(summarized)}
         return await self.inner.submit(state, Role.SYSTEM, Text(text), meta=meta)
 
     def __repr__(self) -> str:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
+from cognitive._kinds import PatternKind
 from cognitive._pattern import check_start
-from loop import Options, Role, State, Text, TurnExecutor, TurnKind, UsageError, branch, require, scope, tracing
+from loop import Options, Role, State, Text, TurnExecutor, UsageError, branch, require, scope, tracing
 
 PROMPT = """\
 Work through the request in this order, in one reply, with each heading on a line of its own:
@@ -55,7 +56,7 @@ class Verify:
             checked = _CHECK.search(working) is not None
             span.set_attribute("verify.separated", found)
             state = await self.step.submit(state, Role.ASSISTANT, Text(answer),
-                                           meta={"kind": TurnKind.VERIFY_ANSWER, "working": working})
+                                           meta={"kind": PatternKind.VERIFY_ANSWER, "working": working})
             data = {"separated": found, "checked": checked}
             if not answer:
                 return state.with_outcome("degraded", "the model wrote no answer", data=data)

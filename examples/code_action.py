@@ -20,8 +20,9 @@ import sys
 import anyio
 
 import provider
+from cognitive import PatternKind
 from cognitive import CodeAction
-from loop import Role, State, Step, Subscription, Text, TurnCompleted, TurnKind, tool
+from loop import Role, State, Step, Subscription, Text, TurnCompleted, tool
 from sandbox import DockerSandbox, Sandbox, SandboxError, UnsafeLocalSandbox
 
 QUESTION = "What would it cost to buy every apple and pear the shop has in stock?"
@@ -103,7 +104,7 @@ async def show(events: Subscription) -> None:
         kind = event.turn.kind
         if event.turn.role is Role.ASSISTANT and kind is None:
             print(f"\n[model]\n{event.turn.text}")
-        elif kind is TurnKind.CODE_ACTION_ERROR:
+        elif kind is PatternKind.CODE_ACTION_ERROR:
             print(f"\n[sandbox]\n{event.turn.text}")
 
 

@@ -16,40 +16,17 @@ EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 class TurnKind(enum.StrEnum):
-    """What a turn added by a pattern or a session is for: the ``"kind"`` in its ``meta``, read by ``Turn.kind``.
-
-    Writers put the member in ``meta={"kind": TurnKind.VERIFICATION, ...}``; it is stored as its plain string,
-    so turns stored before this type existed read the same. Readers (the terminal chat, the OpenAI-compatible
-    endpoint) compare ``turn.kind`` with a member and never match strings. A kind of one's own is any other
-    string in ``meta["kind"]``, and ``Turn.kind`` is ``None`` for it.
+    """The kinds of turn ``loop`` itself adds (``loop.ask``): the ``"kind"`` in a turn's ``meta``, read by
+    ``Turn.kind``. Kinds are open values: every package names the kinds it adds itself (``cognitive.PatternKind``
+    for the patterns'), and any string in ``meta["kind"]`` is one. A member equals its plain string, which is
+    what is stored, so readers compare ``turn.kind == TurnKind.VERIFICATION``.
     """
 
     VERIFICATION = "verification"
-    """A system turn holding the verifiers' report on the last answer, asking for a fixed one; ``meta["attempt"]``
-    counts the retries from 1."""
+    """A system turn holding a report on the last answer, asking for a fixed one; ``meta["attempt"]`` counts the
+    retries from 1 (``loop.ask``'s corrections, ``cognitive.WithVerification``'s reports)."""
     OUTPUT_FORMAT = "output_format"
     """A system turn asking for the answer again in the shape of the output type's schema."""
-    BUDGET = "budget"
-    """A system turn saying that a budget ran out and asking for a final answer without tools."""
-    CODE_ACTION = "code_action"
-    """A system turn telling the model to answer with a program (``CodeAction``)."""
-    CODE_ACTION_ANSWER = "code_action_answer"
-    """An assistant turn holding the answer a program printed; ``meta["attempt"]`` is the program's number."""
-    CODE_ACTION_ERROR = "code_action_error"
-    """A system turn saying why program number ``meta["attempt"]`` failed."""
-    VERIFY_ANSWER = "verify_answer"
-    """An assistant turn holding the final answer ``Verify`` separated from its working (kept in
-    ``meta["working"]``)."""
-    ROUTE = "route"
-    """A system turn a ``Router`` adds to the branch that chooses the route (never to the conversation)."""
-    STAGE = "stage"
-    """A system turn giving one ``Chain`` stage its instructions; ``meta["stage"]`` names the stage."""
-    FAILURE = "failure"
-    """An assistant turn a session stores in place of the answer when processing a message failed."""
-    COMPACTION = "compaction"
-    """A system turn holding a summary of the conversation before it (``cognitive.Summarize``): a view of the
-    conversation shows the leading system turns, the first user message, the ``meta["kept"]`` turns just before
-    the newest such turn, and everything from it on; the turns it summarizes stay stored."""
 
 
 def _freeze_meta(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -109,16 +86,11 @@ class Turn:
     name: str | None = attrs.field(default=None, validator=_check_name)
 
     @property
-    def kind(self) -> TurnKind | None:
-        """What the turn is for, from ``meta["kind"]``: ``None`` for a turn of the conversation itself, or a kind
-        that is not a ``TurnKind``."""
+    def kind(self) -> str | None:
+        """What the turn is for, from ``meta["kind"]`` (see ``TurnKind``): ``None`` for a turn of the conversation
+        itself, or a ``meta["kind"]`` that is not a string."""
         kind = self.meta.get("kind")
-        if kind is None:
-            return None
-        try:
-            return TurnKind(kind)
-        except (ValueError, TypeError):  # a kind of the writer's own, or not a string at all
-            return None
+        return kind if isinstance(kind, str) else None
 
     @property
     def text(self) -> str:

@@ -6,12 +6,14 @@ from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from loop import Role, State, Text, ToolResult, TurnKind, Wake, tracing
+from loop import Role, State, Text, ToolResult, Wake, tracing
 
 if TYPE_CHECKING:
     from session._session import Session
 
 _log = tracing.logger("session")
+FAILURE = "failure"
+"""The ``kind`` of the assistant turn a session stores in place of the answer when a message's run failed."""
 
 
 def extends(state: State, base: State) -> bool:
@@ -100,5 +102,5 @@ def failed_conversation(stored: State, exc: Exception, message_id: str) -> State
                                             for c in pending))
         if last is None or last.role is not Role.ASSISTANT or pending:
             base = base.append(Role.ASSISTANT, Text(f"(no answer: the run failed with {reason})"),
-                               meta={"kind": TurnKind.FAILURE})
+                               meta={"kind": FAILURE})
     return base.with_outcome("failed", reason, path="")

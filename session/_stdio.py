@@ -38,7 +38,7 @@ def _render(event: Any) -> str | None:
         # Calls cut short by an interrupt never finished, so they had no ToolFinished: show them here.
         cut = [r for r in event.turn.tool_results if r.is_error and r.content == f"error: {CANCELLED}"]
         return "".join(f"  ✗ {r.name}: cancelled\n" for r in cut) or None
-    if isinstance(event, TurnCompleted) and event.turn.kind is TurnKind.VERIFICATION:
+    if isinstance(event, TurnCompleted) and event.turn.kind == TurnKind.VERIFICATION:
         return "\n  [verification]\n" + "".join(f"  {line}\n" for line in event.turn.text.splitlines()) + "\n"
     if isinstance(event, MessageFinished):
         note = f" [{event.status}: {event.reason}]" if not event.ok else ""

@@ -80,7 +80,7 @@ class Deltas:
             return [self.line(_call_line(event.call))]
         elif isinstance(event, ToolFinished):
             return [self.line(_result_line(event.result))]
-        elif isinstance(event, TurnCompleted) and event.turn.kind is TurnKind.VERIFICATION:
+        elif isinstance(event, TurnCompleted) and event.turn.kind == TurnKind.VERIFICATION:
             return [self.line(_report_line(event.turn))]
         return []
 
@@ -140,7 +140,7 @@ def trace_lines(turns: list[Turn], state: State) -> list[str]:
             lines += [_call_line(c) for c in turn.tool_calls if c.id not in handed]
         elif turn.role is Role.TOOL:
             lines += [_result_line(r) for r in turn.tool_results]
-        elif turn.kind is TurnKind.VERIFICATION:
+        elif turn.kind == TurnKind.VERIFICATION:
             lines.append(_report_line(turn))
     if not_ok(state):
         lines.append(degraded_line(state))

@@ -5,10 +5,11 @@ import json
 import attrs
 import pytest
 
+from cognitive import PatternKind
 from cognitive import ReAct, SingleShot
 from cognitive._chain import Chain, Stage
 from cognitive._paths import TemplateError
-from loop import Role, State, Step, Text, TurnKind, UsageError, tool
+from loop import Role, State, Step, Text, UsageError, tool
 from provider import Scripted, tool_call
 
 
@@ -31,7 +32,7 @@ async def test_outputs_feed_later_stages_and_only_the_last_stage_enters_the_conv
     state = await chain.run(ask())
     assert [t.role for t in state] == [Role.USER, Role.SYSTEM, Role.ASSISTANT]
     assert state.answer == "Tea: a popular drink."
-    assert state[1].kind is TurnKind.STAGE and state[1].meta["stage"] == "report"
+    assert state[1].kind == PatternKind.STAGE and state[1].meta["stage"] == "report"
     assert state[1].text == "Write a report from tea is a drink and it is popular."
     assert script.requests[0].turns[-1].text == "Extract facts from: Tell me about tea"
     assert script.requests[1].turns[-1].text == "Analyse these facts: tea is a drink"

@@ -61,7 +61,7 @@ class Model:
             if turns[-1].role is Role.TOOL:
                 return f"calculate says {turns[-1].tool_results[0].content}; the answer said: {checked}"
             return tool_call("calculate", {"expression": "17*24"}, id=f"check{len(self.requests)}")
-        told = any(t.kind is TurnKind.VERIFICATION for t in turns)
+        told = any(t.kind == TurnKind.VERIFICATION for t in turns)
         return "17 * 24 = 408" if told and self.fixes else "17 * 24 = 398"
 
 
@@ -84,7 +84,7 @@ async def test_a_check_with_tools_finds_an_error_and_the_revision_passes() -> No
     assert state.answer == "17 * 24 = 408"
     assert [t.role for t in state] == [Role.USER, Role.ASSISTANT, Role.SYSTEM, Role.ASSISTANT]
     report = state[2]
-    assert report.kind is TurnKind.VERIFICATION
+    assert report.kind == TurnKind.VERIFICATION
     assert "- 17 * 24 is 408, not what was said: 17 * 24 = 398" in report.text
     assert '- `calculate({"expression": "17*24"})` → 408' in report.text, "the evidence goes with the issues"
     assert state.outcome is not None and state.outcome.ok
@@ -105,7 +105,7 @@ async def test_a_check_that_never_passes_degrades_after_max_rounds() -> None:
     state = await Critic(ReAct(step), step, tools=["calculate"], max_rounds=3).run(START)
     assert state.answer == "17 * 24 = 398" and state.degraded
     assert len([r for r in model.requests if r.path == "Critic/ReAct"]) == 3
-    assert len([t for t in state if t.kind is TurnKind.VERIFICATION]) == 2
+    assert len([t for t in state if t.kind == TurnKind.VERIFICATION]) == 2
     assert state.outcome is not None
     assert state.outcome.reason == "critic tool_check still not satisfied after 3 rounds"
     assert data(state)["passed"] is False and "not what was said" in data(state)["feedback"]

@@ -4,8 +4,8 @@ passes the state on untouched, and running again from the caller's results goes 
 from __future__ import annotations
 
 import attrs
-import pytest
 
+from cognitive import PatternKind
 from cognitive import ReAct, SelfRefine, SingleShot, WithBudget, WithOutput, WithVerification, answer_value
 from cognitive._chain import Chain, Stage
 from cognitive._pattern import Pattern, left_open
@@ -183,7 +183,7 @@ async def test_with_verification_returns_a_retry_that_leaves_calls_open() -> Non
         left = await wrapped.run(START)
         assert checked.seen == ["Maybe."], "the retry left calls open: nothing more to verify"
         assert_left_open(left)
-        assert left[2].kind is TurnKind.VERIFICATION
+        assert left[2].kind == TurnKind.VERIFICATION
         state = await wrapped.run(answered(left))
     assert checked.seen == ["Maybe.", "Yes: rain all day."]
     assert state.answer == "Yes: rain all day." and state.outcome is not None and state.outcome.ok
@@ -199,11 +199,11 @@ async def test_with_output_asks_for_no_formatting_turn_while_calls_are_open() ->
         assert script.used == 1
         assert left is inner.returned[0]
         assert_left_open(left)
-        assert not any(t.kind is TurnKind.OUTPUT_FORMAT for t in left)
+        assert not any(t.kind == TurnKind.OUTPUT_FORMAT for t in left)
         state = await typed.run(answered(left))
     assert saw_result(script.requests[1].turns)
     formatting = script.requests[2]
-    assert formatting.turns[-1].kind is TurnKind.OUTPUT_FORMAT and formatting.options.tool_choice == "none"
+    assert formatting.turns[-1].kind == TurnKind.OUTPUT_FORMAT and formatting.options.tool_choice == "none"
     assert answer_value(state, Advice) == Advice(umbrella=True)
 
 
@@ -298,7 +298,7 @@ async def test_chain_continues_its_last_stage_without_running_earlier_stages_aga
     with external_tools([WEATHER]):
         state = await chain.run(answered(await chain.run(START)))
     assert [r.path for r in script.requests].count("Chain/notes/ReAct") == 1
-    assert len([t for t in state if t.kind is TurnKind.STAGE]) == 1
+    assert len([t for t in state if t.kind == PatternKind.STAGE]) == 1
 
 
 async def test_a_last_stage_without_history_is_a_branch_and_offers_no_external_tools() -> None:

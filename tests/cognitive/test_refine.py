@@ -30,7 +30,7 @@ async def test_the_critic_passing_on_the_second_iteration_ends_the_run() -> None
     assert state.answer == "a better draft"
     assert [t.role for t in state] == [Role.USER, Role.ASSISTANT, Role.SYSTEM, Role.ASSISTANT]
     feedback = state[2]
-    assert feedback.kind is TurnKind.VERIFICATION and feedback.meta["attempt"] == 1
+    assert feedback.kind == TurnKind.VERIFICATION and feedback.meta["attempt"] == 1
     assert "Too vague: name a sound the rain makes." in feedback.text and "revised answer" in feedback.text
     assert script.requests[1].turns[-1] == feedback, "the revision saw the draft and the critique"
     assert state.outcome is not None and state.outcome.ok
@@ -43,7 +43,7 @@ async def test_a_critic_that_never_passes_degrades_the_last_answer_instead_of_ra
     state = await SelfRefine(SingleShot(step), step, FunctionVerifier(wants_better), max_iters=3).run(START)
     assert state.answer == "three" and state.degraded
     assert script.used == 3, "at most max_iters answers"
-    assert len([t for t in state if t.kind is TurnKind.VERIFICATION]) == 2
+    assert len([t for t in state if t.kind == TurnKind.VERIFICATION]) == 2
     assert state.outcome is not None
     assert state.outcome.reason == "critic wants_better still not satisfied after 3 iterations"
     assert data(state) == {"iterations": 3, "passed": False, "critic": "wants_better",

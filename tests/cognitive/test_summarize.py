@@ -6,10 +6,11 @@ from collections.abc import Iterable
 
 import pytest
 
+from cognitive import PatternKind
 from cognitive import ReAct
 from cognitive._summarize import FromLastCompaction, Summarize
 from cognitive._window import TruncateToolResults
-from loop import Options, Request, Role, State, Step, Text, ToolCall, Turn, TurnCompleted, TurnKind, UsageError, tool
+from loop import Options, Request, Role, State, Step, Text, ToolCall, Turn, TurnCompleted, UsageError, tool
 from loop.errors import BudgetExhausted
 from provider import Function, Scripted, tool_call
 from tests.cognitive._histories import ask, chain, exchange, sendable_problem
@@ -21,7 +22,7 @@ def turn_count(turns: Iterable[Turn]) -> int:
 
 
 def boundaries(state: State) -> list[Turn]:
-    return [t for t in state if t.kind is TurnKind.COMPACTION]
+    return [t for t in state if t.kind == PatternKind.COMPACTION]
 
 
 @tool
@@ -75,7 +76,7 @@ async def test_the_boundary_is_published_on_the_steps_events() -> None:
     with step.events.subscribe(buffer=None) as events:
         await Summarize(step, Step(Scripted(["short"])), max_tokens=3, keep_last=1, counter=turn_count).turn(chain(2))
         completed = [e.turn for e in events.drain() if isinstance(e, TurnCompleted)]
-    assert [t.kind for t in completed] == [TurnKind.COMPACTION, None]
+    assert [t.kind for t in completed] == [PatternKind.COMPACTION, None]
 
 
 async def test_later_turns_see_the_conversation_from_the_newest_boundary() -> None:
@@ -112,7 +113,7 @@ async def test_a_second_boundary_summarizes_the_first_and_replaces_it_in_view() 
     assert len(boundaries(state)) >= 2 and len(summarizer_requests) == len(boundaries(state))
     assert "summary 1" in summarizer_requests[1].turns[1].text  # the first summary is summarized again
     view = FromLastCompaction()(state)
-    assert [t.text for t in view if t.kind is TurnKind.COMPACTION] == [boundaries(state)[-1].text]
+    assert [t.text for t in view if t.kind == PatternKind.COMPACTION] == [boundaries(state)[-1].text]
     assert all(sendable_problem(v) is None and len(v) <= 10 for v in seen)
     assert len(state) > 20
 
@@ -170,7 +171,7 @@ async def test_the_steps_own_views_apply_after_the_boundary_view() -> None:
     await Summarize(step, Step(Scripted(["gist"])), max_tokens=4, keep_last=1, counter=turn_count).turn(
         chain(3, result_chars=500))
     seen = model.requests[0].turns
-    assert any(t.kind is TurnKind.COMPACTION for t in seen)
+    assert any(t.kind == PatternKind.COMPACTION for t in seen)
     assert all(len(r.content) < 100 for t in seen for r in t.tool_results)
 
 

@@ -2,8 +2,9 @@
 
 import pytest
 
+from cognitive import PatternKind
 from cognitive._verify import PROMPT, Verify
-from loop import Role, State, Step, Text, TurnKind, UsageError
+from loop import Role, State, Step, Text, UsageError
 from provider import Scripted
 
 WORKED = """PLAN: add the two numbers.
@@ -23,7 +24,7 @@ async def test_one_turn_writes_only_the_final_answer_and_keeps_the_working() -> 
     assert len(script.requests) == 1
     assert [t.role for t in state] == [Role.USER, Role.ASSISTANT]
     assert state.answer == "42"
-    assert state.last is not None and state.last.kind is TurnKind.VERIFY_ANSWER
+    assert state.last is not None and state.last.kind == PatternKind.VERIFY_ANSWER
     assert state.last.meta["working"] == WORKED
     assert state.outcome is not None and state.outcome.ok
     assert state.outcome.data["Verify"] == {"separated": True, "checked": True}

@@ -42,7 +42,7 @@ async def test_a_valid_first_answer_is_the_value() -> None:
     assert asked == Asked(Route("billing", False), asked.state, 1)
     assert [t.role for t in asked.state] == [Role.USER, Role.SYSTEM, Role.ASSISTANT]
     prompt = asked.state[1]
-    assert prompt.kind is TurnKind.OUTPUT_FORMAT
+    assert prompt.kind == TurnKind.OUTPUT_FORMAT
     assert prompt.text == ASK_PROMPT.format(schema=SCHEMA_TEXT)
     assert asked.state.prefix(1) == START
     assert script.requests[0].turns == asked.state.prefix(2).turns  # the model saw the schema turn
@@ -68,7 +68,7 @@ async def test_an_invalid_answer_gets_a_correction_naming_the_problem_then_the_v
     roles = [t.role for t in asked.state]
     assert roles == [Role.USER, Role.SYSTEM, Role.ASSISTANT, Role.SYSTEM, Role.ASSISTANT]
     correction = asked.state[3]
-    assert correction.kind is TurnKind.VERIFICATION and correction.meta["attempt"] == 1
+    assert correction.kind == TurnKind.VERIFICATION and correction.meta["attempt"] == 1
     assert correction.text == ("The answer does not match the `Route` schema:\n\n"
                                "- $: 'urgent' is a required property\n\n"
                                "Reply again with one JSON value that follows this schema:\n\n"

@@ -169,25 +169,30 @@ def test_from_dict_type_checks_the_name(bad: object) -> None:
         Turn.from_dict({"role": "user", "parts": [], "name": bad}, where="turn 4")
 
 
-def test_a_turns_kind_is_read_from_its_meta_as_a_turn_kind() -> None:
+def test_a_turns_kind_is_read_from_its_meta_and_kinds_are_open_strings() -> None:
     report = Turn(Role.SYSTEM, (Text("# Verification"),), {"kind": TurnKind.VERIFICATION, "attempt": 1})
-    assert report.kind is TurnKind.VERIFICATION
+    assert report.kind == TurnKind.VERIFICATION
     assert Turn(Role.USER, (Text("hi"),)).kind is None
-    for own in ("my_note", 3, ["verification"]):
-        assert Turn(Role.SYSTEM, (), {"kind": own}).kind is None  # a kind of the writer's own
+    assert Turn(Role.SYSTEM, (), {"kind": "my_note"}).kind == "my_note"  # a kind of the writer's own
+    for not_a_kind in (3, ["verification"]):
+        assert Turn(Role.SYSTEM, (), {"kind": not_a_kind}).kind is None
 
 
 def test_a_kind_is_stored_as_its_plain_string_and_old_stored_turns_are_recognised() -> None:
     report = Turn(Role.SYSTEM, (Text("# Verification"),), {"kind": TurnKind.VERIFICATION})
     stored = json.loads(json.dumps(report.to_dict()))
     assert stored["meta"] == {"kind": "verification"}
-    assert Turn.from_dict(stored).kind is TurnKind.VERIFICATION
+    assert Turn.from_dict(stored).kind == TurnKind.VERIFICATION
     old = {"role": "system", "parts": [{"type": "text", "text": "r"}], "meta": {"kind": "verification"}}
-    assert Turn.from_dict(old).kind is TurnKind.VERIFICATION
+    assert Turn.from_dict(old).kind == TurnKind.VERIFICATION
 
 
-def test_every_kind_the_project_writes_is_a_turn_kind() -> None:
-    assert issubclass(TurnKind, enum.StrEnum)
-    assert {k.value for k in TurnKind} == {"verification", "output_format", "budget", "code_action",
-                                          "code_action_answer", "code_action_error", "failure", "compaction",
-                                          "verify_answer", "route", "stage"}
+def test_loop_names_only_the_kinds_it_writes_and_each_package_its_own() -> None:
+    from cognitive import PatternKind
+    from session._mainline import FAILURE
+
+    assert issubclass(TurnKind, enum.StrEnum) and issubclass(PatternKind, enum.StrEnum)
+    assert {k.value for k in TurnKind} == {"verification", "output_format"}  # loop.ask's
+    assert {k.value for k in PatternKind} == {"budget", "code_action", "code_action_answer", "code_action_error",
+                                             "compaction", "verify_answer", "route", "stage", "loop_note"}
+    assert FAILURE == "failure"

@@ -4,11 +4,9 @@ where it runs. New registry names and examples are picked up by themselves."""
 
 import importlib
 import inspect
-import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import anyio

@@ -2,6 +2,7 @@
 
 import io
 
+from cognitive import PatternKind
 from cognitive import SingleShot, WithVerification, new_turn_processor
 from loop import Role, Text, Turn, TurnCompleted, TurnExecutor, TurnKind
 from provider import Function, Scripted
@@ -49,5 +50,5 @@ def test_a_report_is_recognised_by_its_kind_whether_written_as_a_turn_kind_or_st
     for kind in (TurnKind.VERIFICATION, "verification"):
         shown = _render(TurnCompleted(Turn(Role.SYSTEM, [Text("## is-42: FAIL")], {"kind": kind})))
         assert shown is not None and "[verification]" in shown and "## is-42: FAIL" in shown
-    for meta in ({}, {"kind": TurnKind.BUDGET}, {"kind": "my_own"}):
+    for meta in ({}, {"kind": PatternKind.BUDGET}, {"kind": "my_own"}):
         assert _render(TurnCompleted(Turn(Role.SYSTEM, [Text("a note")], meta))) is None

@@ -57,7 +57,7 @@ async def test_a_passing_verdict_passes_and_the_judge_sees_a_conversation_of_its
     assert [t.role for t in request.turns] == [Role.SYSTEM, Role.USER, Role.SYSTEM]
     assert request.turns[0].text == JUDGE_PROMPT.replace("{criteria}", CRITERIA)
     assert request.turns[1].text == "## Task\n\nWhat is 2+2?\n\n## Answer under review\n\n4"
-    assert request.turns[2].kind is TurnKind.OUTPUT_FORMAT  # loop.ask's schema turn
+    assert request.turns[2].kind == TurnKind.OUTPUT_FORMAT  # loop.ask's schema turn
     assert request.options.tool_choice == "none"
     assert request.options.output_schema == OutputType.of(Verdict).schema
 
@@ -108,7 +108,7 @@ async def test_a_malformed_verdict_is_asked_again_and_the_second_counts() -> Non
     assert result.status is Status.PASS and result.report.endswith("Fine.")
     _, second, third = script.requests
     correction = second.turns[-1]
-    assert correction.role is Role.SYSTEM and correction.kind is TurnKind.VERIFICATION
+    assert correction.role is Role.SYSTEM and correction.kind == TurnKind.VERIFICATION
     assert "cannot be read as `Verdict`" in correction.text
     assert "severity must be a number from 0 to 1, got 1.5" in third.turns[-1].text
 
@@ -163,7 +163,7 @@ async def test_a_judge_that_never_passes_ends_in_verification_failed_and_stays_o
     assert all("## judge: FAIL" in r and "- Cite a source." in r for r in reports)
     # The judge's prompt, schema turn and verdicts are nowhere in the conversation or on its main line.
     for turn in [*final, *published]:
-        assert turn.kind is not TurnKind.OUTPUT_FORMAT
+        assert turn.kind != TurnKind.OUTPUT_FORMAT
         assert "You review an answer" not in turn.text and '"severity"' not in turn.text
     assert [r.status for r in caught.value.results] == [Status.FAIL]
 

@@ -11,6 +11,7 @@ import httpx
 import openai
 import pytest
 
+from cognitive import PatternKind
 from cognitive import ReAct, WithVerification, new_turn_processor, react_factory
 from loop import Request, Role, State, Text, TextDelta, ToolCall, ToolResult, Turn, TurnKind, Usage, fan_out, tool
 from loop.errors import ServerError
@@ -135,7 +136,7 @@ def says_42(state: Any) -> Any:
 
 def guesser(request: Request) -> str:
     last = request.turns[-1]
-    return "It is 42." if last.kind is TurnKind.VERIFICATION else "It is 48."
+    return "It is 42." if last.kind == TurnKind.VERIFICATION else "It is 48."
 
 
 async def test_verification_reports_are_visible_and_the_final_answer_is_the_verified_one() -> None:
@@ -408,7 +409,7 @@ def test_the_trace_shows_reports_by_their_kind_including_ones_stored_before_turn
     from session.openai._answer import trace_lines as _trace
 
     turns = [Turn(Role.SYSTEM, [Text("# Verification: failed")], {"kind": "verification", "attempt": 2}),
-             Turn(Role.SYSTEM, [Text("a budget note")], {"kind": TurnKind.BUDGET}),
+             Turn(Role.SYSTEM, [Text("a budget note")], {"kind": PatternKind.BUDGET}),
              Turn(Role.SYSTEM, [Text("# Verification: failed again")], {"kind": TurnKind.VERIFICATION})]
     assert _trace(turns, State()) == ["verification report (attempt 2):\n# Verification: failed",
                                       "verification report:\n# Verification: failed again"]

@@ -1,0 +1,32 @@
+"""``PatternKind``: the kinds of turn the patterns add, as ``meta["kind"]``."""
+
+from __future__ import annotations
+
+import enum
+
+
+class PatternKind(enum.StrEnum):
+    """The kinds of turn the patterns of this package add (``meta={"kind": PatternKind.BUDGET}``), read back with
+    ``turn.kind == PatternKind.BUDGET``; ``loop.TurnKind`` has the kinds ``loop`` adds. Stored as plain strings."""
+
+    BUDGET = "budget"
+    """A system turn saying that a budget ran out and asking for a final answer without tools."""
+    CODE_ACTION = "code_action"
+    """A system turn telling the model to answer with a program (``CodeAction``)."""
+    CODE_ACTION_ANSWER = "code_action_answer"
+    """An assistant turn holding the answer a program printed; ``meta["attempt"]`` is the program's number."""
+    CODE_ACTION_ERROR = "code_action_error"
+    """A system turn saying why program number ``meta["attempt"]`` failed."""
+    VERIFY_ANSWER = "verify_answer"
+    """An assistant turn holding the final answer ``Verify`` separated from its working (kept in
+    ``meta["working"]``)."""
+    ROUTE = "route"
+    """A system turn a ``Router`` adds to the branch that chooses the route (never to the conversation)."""
+    STAGE = "stage"
+    """A system turn giving one ``Chain`` stage its instructions; ``meta["stage"]`` names the stage."""
+    COMPACTION = "compaction"
+    """A system turn holding a summary of the conversation before it (``Summarize``): a view of the conversation
+    shows the leading system turns, the first user message, the ``meta["kept"]`` turns just before the newest
+    such turn, and everything from it on; the turns it summarizes stay stored."""
+    LOOP_NOTE = "loop_note"
+    """A system turn ``ReAct(detect_loops=True)`` adds after a repeated call's results, pointing the repeat out."""
