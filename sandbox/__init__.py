@@ -5,6 +5,7 @@
     UnsafeLocalSandbox   plain subprocesses, NO isolation, for machines without Docker (only when named)
     ToolBridge           host tools a sandboxed program calls as plain functions (``from tools import add``)
     build_image          the sandbox image from debootstrap, no registry (``python -m sandbox build-image``)
+    reap                 kill a child process's whole group and wait for it, even if cancelled
 
 ``sandbox.testing.check_sandbox`` checks any implementation against the ``Sandbox`` contract.
 """
@@ -13,7 +14,7 @@ from sandbox._bridge import ToolBridge
 from sandbox._config import SandboxConfig
 from sandbox._docker import DockerSandbox
 from sandbox._image import BuiltImage, ImageRecipe, build_image
-from sandbox._local import UnsafeLocalSandbox
+from sandbox._local import UnsafeLocalSandbox, reap
 from sandbox._protocol import ExecResult, FunctionSandbox, Sandbox, SandboxError, ToolSandbox, accepts_tools
 
 __all__ = [
@@ -30,4 +31,5 @@ __all__ = [
     "UnsafeLocalSandbox",
     "accepts_tools",
     "build_image",
+    "reap",
 ]

@@ -118,7 +118,7 @@ class UnsafeLocalSandbox:
                 try:
                     outcome = await run_job(_ProcessChannel(process), job)
                 finally:
-                    await _reap(process)
+                    await reap(process)
             if not outcome.finished and not outcome.result.timed_out:
                 _log.warning("local supervisor ended without a report", argv0=argv[0])
             return outcome.result
@@ -129,12 +129,15 @@ class UnsafeLocalSandbox:
         return f"UnsafeLocalSandbox(timeout={self.timeout:g})"
 
 
-async def _reap(process: Process) -> None:
-    """Kill the supervisor's whole process group (the program and anything it started) and wait for it."""
+async def reap(process: Process) -> None:
+    """Kill the whole process group of ``process`` (started with ``start_new_session=True``: it and everything it
+    started, even once it exited itself) and wait for it, even if cancelled. For every child process the project
+    runs: the local sandbox's supervisor, ``verifier.CommandVerifier``'s command."""
     with anyio.CancelScope(shield=True):
         try:
             os.killpg(process.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
-            pass
+            if process.returncode is None:
+                process.kill()
         await process.wait()
         await process.aclose()

@@ -70,7 +70,7 @@ PUBLIC = {
     ],
     "sandbox": [
         "BuiltImage", "DockerSandbox", "ExecResult", "FunctionSandbox", "ImageRecipe", "Sandbox", "SandboxConfig",
-        "SandboxError", "ToolBridge", "ToolSandbox", "UnsafeLocalSandbox", "accepts_tools", "build_image",
+        "SandboxError", "ToolBridge", "ToolSandbox", "UnsafeLocalSandbox", "accepts_tools", "build_image", "reap",
     ],
     "sandbox.testing": ["ConformanceError", "check_sandbox"],
 }

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import os
 import shlex
-import signal
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Union
 
 import anyio
-from anyio.abc import ByteSendStream, Process
+from anyio.abc import ByteSendStream
 
 from loop import State, UsageError, positive_number
-from sandbox import ExecResult, Sandbox, SandboxError
+from sandbox import ExecResult, Sandbox, SandboxError, reap
 from verifier._core import Result, Status
 
 TAIL_CHARS = 4000
@@ -108,7 +107,7 @@ class CommandVerifier:
                             dropped = True
                     code = await process.wait()
         finally:
-            await _reap(process)
+            await reap(process)
         text = output.decode("utf-8", errors="replace")
         tail = text[-TAIL_CHARS:]
         cut = dropped or len(tail) < len(text)
@@ -184,20 +183,3 @@ async def _feed(stdin: ByteSendStream, data: bytes) -> None:
             await stdin.send(data)
     except (anyio.BrokenResourceError, anyio.ClosedResourceError, BrokenPipeError, ConnectionResetError):
         pass
-
-
-async def _reap(process: Process) -> None:
-    """Kill the command's whole process group if it is still running, and wait for it, even if cancelled."""
-    with anyio.CancelScope(shield=True):
-        if process.returncode is None:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                process.kill()
-        else:
-            try:  # the leader exited; children it left in its group must not outlive the check
-                os.killpg(process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        await process.wait()
-        await process.aclose()
