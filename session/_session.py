@@ -41,8 +41,9 @@ class Session:
     """One conversation: a FIFO of messages served one at a time by a worker.
 
     Each message is appended as a user turn (or a tool turn, see ``send``) and handed to ``processor`` with
-    an executor that persists every completed turn through ``store``. ``events`` carries the step's events and
-    the session's own (``MessageQueued``, ``MessageStarted``, ``TurnStored``, ``MessageFinished``/
+    the session's step, whose main-line turns are stored through ``store`` as each completes (the line's
+    recorder, ``loop.main_line(recorder=...)``), so a pattern runs here exactly as in a script. ``events``
+    carries the step's events and the session's own (``MessageQueued``, ``MessageStarted``, ``TurnStored``, ``MessageFinished``/
     ``MessageFailed``, ``Interrupted``). ``interrupt`` cancels the current message at once; pending tool calls
     get "cancelled" results so the stored history stays valid. A processor that raises leaves the session usable.
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-from cognitive import answer_value
+from cognitive import answer_value, left_open
 from loop import (LoopError, OutputType, Reasoning, ReasoningDelta, Role, State, TextDelta, ToolCall, ToolFinished,
                   ToolResult, ToolStarted, Turn, TurnCompleted, TurnKind, TurnStarted, Usage)
 from loop.errors import ProviderError
@@ -31,7 +31,7 @@ class Answer:
            client_tools: frozenset[str]) -> Answer:
         """The answer to a request whose run left ``state``, having added ``turns``: a typed answer's content is
         its validated JSON; calls left for the client are its ``tool_calls`` (``finish_reason`` "tool_calls")."""
-        calls = [c for c in state.pending_calls if c.name in client_tools] if _left_open(state) else []
+        calls = [c for c in state.pending_calls if c.name in client_tools] if left_open(state) else []
         content = state.answer
         if output is not None and not calls:
             content = json_text(answer_value(state, output), separators=(",", ":"))  # as WithOutput validated it
@@ -42,11 +42,6 @@ class Answer:
         if calls:
             message["tool_calls"] = [_tool_call(c) for c in calls]
         return cls(message, "tool_calls" if calls else _finish(state), usage(turns))
-
-
-def _left_open(state: State) -> bool:
-    outcome = state.outcome
-    return outcome is not None and outcome.status == "pending"
 
 
 def _tool_call(call: ToolCall) -> dict[str, Any]:
