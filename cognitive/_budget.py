@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import anyio
 
 from cognitive._kinds import PatternKind
 from cognitive._pattern import Pattern, left_open
-from loop import (
-    Budget,
-    BudgetReport,
-    Options,
-    Role,
-    Spend,
-    State,
-    Text,
-    ToolResult,
-    TurnRunner,
-    UsageError,
-    charging,
-    current_scope,
-    scope,
-    tracing,
-)
+from loop import (Budget, BudgetReport, Options, Publisher, Role, Spend, State, Text, ToolResult, TurnRunner,
+                  UsageError, add_turn, charging, current_scope, has, require, scope, tracing)
 from loop.errors import BudgetExhausted
 
 _FINAL = Options(tool_choice="none")
@@ -48,12 +36,11 @@ class WithBudget:
 
     def __init__(self, inner: Pattern, budget: Budget, *, step: TurnRunner | None = None,
                  raise_on_exhausted: bool = False) -> None:
-        if not callable(getattr(inner, "run", None)):
-            raise UsageError(f"WithBudget wraps a Pattern (something with run(state)), got {inner!r}")
+        require(inner, Pattern, "WithBudget", "a Pattern to wrap (something with run(state))")
         if not isinstance(budget, Budget):
             raise UsageError(f"WithBudget needs a loop.Budget, got {budget!r}")
-        if step is not None and not callable(getattr(step, "turn", None)):
-            raise UsageError(f"step must be a TurnRunner (something with turn(state)) or None, got {step!r}")
+        if step is not None:
+            require(step, TurnRunner, "WithBudget's step", "a TurnRunner (something with turn(state)) or None")
         self.inner = inner
         self.budget = budget
         self.step = step
@@ -107,11 +94,7 @@ class WithBudget:
         spend.closed = True  # the final answer is charged and reported, never refused
         with charging(spend):
             note = Text(NOTE.format(reason=spend.exhausted))
-            submit = getattr(runner, "submit", None)
-            if callable(submit):
-                base = await submit(base, Role.SYSTEM, note, meta={"kind": PatternKind.BUDGET})
-            else:
-                base = base.append(Role.SYSTEM, note, meta={"kind": PatternKind.BUDGET})
+            base = await add_turn(runner, base, Role.SYSTEM, note, meta={"kind": PatternKind.BUDGET})
             final: State = await runner.turn(base, _FINAL)
         self._report(spend)
         name = self.budget.name
@@ -120,7 +103,7 @@ class WithBudget:
 
     def _report(self, spend: Spend) -> None:
         runner = self.step or spend.runner
-        events = getattr(runner, "events", None)
+        events = cast(Publisher, runner).events if has(runner, Publisher) else None
         if events is not None and events.has_subscribers:
             events.publish(BudgetReport(self.budget.name, spend.spent, spend.by_path, spend.exhausted))
 

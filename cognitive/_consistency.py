@@ -78,8 +78,7 @@ class SelfConsistency:
         min_share: float | None = None,
         limit: int | None = None,
     ) -> None:
-        if not callable(getattr(inner, "run", None)):
-            raise UsageError(f"SelfConsistency wraps a Pattern (something with run(state)), got {inner!r}")
+        require(inner, Pattern, "SelfConsistency", "a Pattern to wrap (something with run(state))")
         positive_int("n", n)
         Options(temperature=temperature, seed=seed)  # raises the UsageError naming a bad temperature or seed
         if normalise is not None and not callable(normalise):

@@ -20,8 +20,8 @@ from loop._ask import Asked, ask
 from loop._budget import PRICES, Budget, Price, Spend, Spent, charge
 from loop._checks import int_at_least, non_negative_int, positive_int, positive_number
 from loop._codec import delta_from_dict, delta_to_dict, part_from_dict, part_to_dict
-from loop._executor import (Deriver, Described, Executor, Publisher, Sampler, ToolRunner, Transform, Viewer, has,
-                            provider_info, require)
+from loop._executor import (Deriver, Described, Executor, Publisher, Sampler, ToolRunner, Transform, Viewer, add_turn,
+                            has, provider_info, require)
 from loop._middleware import TurnMiddleware
 from loop._fanout import BranchResult, as_completed, fan_out
 from loop._outcome import Outcome
@@ -128,6 +128,7 @@ __all__ = [
     "Viewer",
     "Wake",
     "approx_tokens",
+    "add_turn",
     "as_completed",
     "ask",
     "branch",

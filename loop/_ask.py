@@ -15,6 +15,7 @@ from loop._protocols import Options, TurnRunner
 from loop._state import State
 from loop._turn import TurnKind
 from loop.errors import UsageError, VerificationFailed
+from loop._executor import add_turn, require
 
 T = TypeVar("T")
 _MAX_PROBLEMS = 10
@@ -56,8 +57,7 @@ async def ask(
     with the runner's ``submit`` when it has one (so they are published like any other). Run it inside
     ``loop.branch(...)`` when the exchange must not be taken for the conversation.
     """
-    if not callable(getattr(runner, "turn", None)):
-        raise UsageError(f"ask needs a TurnRunner (something with turn(state)), got {runner!r}")
+    require(runner, TurnRunner, "ask", "a TurnRunner (something with turn(state))")
     if not isinstance(state, State):
         raise UsageError(f"ask runs on a loop.State, got {state!r}")
     if options is not None and not isinstance(options, Options):
@@ -109,8 +109,4 @@ def _problem(output: OutputType[Any], answer: str | None) -> _Value | str:
 
 
 async def _add(runner: Any, state: State, text: str, meta: dict[str, Any]) -> State:
-    submit = getattr(runner, "submit", None)
-    if callable(submit):
-        added: State = await submit(state, Role.SYSTEM, Text(text), meta=meta)
-        return added
-    return state.append(Role.SYSTEM, Text(text), meta=meta)
+    return await add_turn(runner, state, Role.SYSTEM, Text(text), meta=meta)

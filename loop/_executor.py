@@ -10,9 +10,10 @@ ability up while it runs. ``loop.testing.check_executor`` checks an implementati
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Protocol, TypeVar, Union, runtime_checkable
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, Union, runtime_checkable
 
+from loop._parts import Part, Role
 from loop._protocols import Options, Provider, ProviderInfo, TurnExecutor, TurnRunner, TurnSubmitter
 from loop._state import State
 from loop.errors import UsageError
@@ -139,6 +140,17 @@ def require(value: T, ability: type, who: str, what: str | None = None) -> T:
     members = sorted(m for m in _members(ability) if m not in dir(value))
     lacks = f" (it has no {', '.join(members)})" if members else ""
     raise UsageError(f"{who} needs {what or _NAMES.get(ability, ability.__name__)}, got {value!r}{lacks}")
+
+
+async def add_turn(runner: object, state: State, role: Role, *parts: Part,
+                   meta: Mapping[str, Any] | None = None) -> State:
+    """``state`` with a turn that did not come from the model: submitted through ``runner`` when it is a
+    ``TurnSubmitter`` (published, and recorded on the main line), else appended. The one place a pattern
+    decides between the two."""
+    if has(runner, TurnSubmitter):
+        added: State = await runner.submit(state, role, *parts, meta=meta)  # type: ignore[attr-defined]
+        return added
+    return state.append(role, *parts, meta=meta)
 
 
 def provider_info(provider: object) -> ProviderInfo:

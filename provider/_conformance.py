@@ -9,21 +9,8 @@ from typing import Any
 
 import anyio
 
-from loop import (
-    Finish,
-    Provider,
-    ReasoningDelta,
-    Request,
-    Role,
-    State,
-    Step,
-    Text,
-    TextDelta,
-    ToolCallDelta,
-    Turn,
-    UsageDelta,
-    positive_number,
-)
+from loop import (Finish, Provider, ReasoningDelta, Request, Role, State, Step, Text, TextDelta, ToolCallDelta, Turn,
+                  UsageDelta, has, positive_number)
 from loop.errors import ConformanceError
 
 DELTA_TYPES: tuple[type, ...] = (TextDelta, ReasoningDelta, ToolCallDelta, UsageDelta, Finish)
@@ -57,7 +44,7 @@ async def _make(make_provider: Callable[[], Any]) -> Any:
     provider = make_provider()
     if inspect.isawaitable(provider):
         provider = await provider
-    if not callable(getattr(provider, "stream", None)):
+    if not has(provider, Provider):
         raise ConformanceError(f"make_provider() returned {provider!r}, which has no stream(request) method")
     return provider
 

@@ -8,7 +8,7 @@ import re
 
 import httpx
 
-from loop import Provider, UsageError
+from loop import Provider, UsageError, has
 from provider._anthropic import ANTHROPIC_URL, Anthropic
 from provider._openai import OPENAI_URL, OpenAICompatible
 from provider._retry import Retry
@@ -30,7 +30,7 @@ def from_environment(default: Provider) -> Provider:
     (``claude-sonnet-4-5``). A real model comes wrapped in ``Retry``. Empty variables count as unset; the
     result is ``default`` itself when no variable is set.
     """
-    if not callable(getattr(default, "stream", None)):
+    if not has(default, Provider):
         raise UsageError(f"from_environment needs a default provider (something with stream(request)), got {default!r}")
     if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
         return Retry(from_spec(f"openai:{os.environ.get('OPENAI_MODEL') or 'gpt-4o-mini'}"))

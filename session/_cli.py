@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from loop import EventBus, LoopError, Provider, UsageError, tracing
+from loop import EventBus, LoopError, Provider, UsageError, has, tracing
 from session._groups import unwrap
 from session._manager import Manager, StepFactory, step_factory
 from session._serving import DEFAULT_MAX_BODY_BYTES
 from session.stores._open import open_store
+from cognitive import Pattern
 
 if TYPE_CHECKING:
     from session.http import RateLimit
@@ -53,7 +54,7 @@ def check_factory(target: str, factory: Callable[..., Any], make_step: StepFacto
                          "the step and returning a pattern)") from exc
     except Exception as exc:
         raise UsageError(f"{target} failed when called with a step: {type(exc).__name__}: {exc}") from exc
-    if not callable(getattr(pattern, "run", None)):
+    if not has(pattern, Pattern):
         raise UsageError(f"{target} returned {pattern!r}, which is not a pattern (it has no run(state) method); "
                          "MODULE:FACTORY names a callable taking the step and returning a pattern, like "
                          "examples.quickstart:make_agent")

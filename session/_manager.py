@@ -13,13 +13,14 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from loop import (EventBus, LoopError, Provider, State, Step, Tool, Turn, TurnExecutor, UsageError, positive_int,
-                  positive_number, tracing)
+from loop import (EventBus, LoopError, Provider, State, Step, Tool, Turn, TurnExecutor, UsageError, has,
+                  positive_int, positive_number, tracing)
 from session._groups import unwrap
 from session._resume import history_of, resume
 from session._session import Session, TurnProcessor
 from session.stores._memory import MemoryStore
 from session.stores._protocol import InboxStore, Store, check_session_id
+from cognitive import Pattern
 
 StepFactory = Callable[[Provider, EventBus], TurnExecutor]
 _log = tracing.logger("session.manager")
@@ -29,7 +30,7 @@ def _check_processor(processor: Any) -> None:
     """Refuse what is not a turn processor, naming the fix for the usual mix-up: a pattern factory (or a
     pattern) passed where ``new_turn_processor(factory)`` belongs."""
     if not callable(processor):
-        if callable(getattr(processor, "run", None)):
+        if has(processor, Pattern):
             raise UsageError(f"Manager takes a turn processor, and {processor!r} is a pattern; pass "
                              "new_turn_processor(factory) with a factory building the pattern from its executor")
         raise UsageError(f"Manager needs a turn processor (see cognitive.new_turn_processor), got {processor!r}")
@@ -99,7 +100,7 @@ class Manager:
         if isinstance(provider, str):
             raise UsageError(f"provider takes a Provider, not a string; for a spec use "
                              f"provider.from_spec({provider!r})")
-        if not callable(getattr(provider, "stream", None)):
+        if not has(provider, Provider):
             raise UsageError(f"Manager needs a provider, got {provider!r}")
         if isinstance(store, (str, os.PathLike)):
             raise UsageError(f"store takes a Store, not a URL or path; use session.open_store({str(store)!r}) "

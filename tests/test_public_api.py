@@ -20,7 +20,7 @@ PUBLIC = {
         "TextDelta", "TimedTool", "TokenCounter", "Tool", "ToolCall", "ToolCallDelta", "ToolChoice", "ToolFinished",
         "ToolPipeline", "ToolResult", "ToolRunner", "ToolSpec", "ToolStarted", "Transform", "Turn", "TurnCompleted",
         "TurnExecutor", "TurnFailed", "TurnKind", "TurnMiddleware", "TurnRunner", "TurnStarted", "TurnSubmitter", "Usage",
-        "UsageDelta", "UsageError", "UseTool", "Viewer", "Wake", "approx_tokens", "as_completed", "ask", "branch", "carry",
+        "UsageDelta", "UsageError", "UseTool", "Viewer", "Wake", "add_turn", "approx_tokens", "as_completed", "ask", "branch", "carry",
         "charge", "charging", "current_scope", "delta_from_dict", "delta_to_dict", "external_tools", "fan_out",
         "has", "index_tools", "int_at_least", "json_default", "main_line", "non_negative_int",
         "part_from_dict", "part_to_dict", "positive_int", "positive_number", "provider_info", "recording", "require",

@@ -6,8 +6,8 @@ from typing import Annotated, Any
 
 import attrs
 
-from loop import (Options, Role, State, Text, ToolCall, ToolResult, Turn, TurnRunner, UsageError, ask,
-                  branch, non_negative_int)
+from loop import (Options, Role, State, Text, ToolCall, ToolResult, Turn, TurnRunner, UsageError, ask, branch,
+                  non_negative_int, require)
 from loop.errors import VerificationFailed
 from verifier._core import Result, Status
 
@@ -78,8 +78,7 @@ class JudgeVerifier:
         native: bool = True,
         prompt: str = JUDGE_PROMPT,
     ) -> None:
-        if not callable(getattr(step, "turn", None)):
-            raise UsageError(f"JudgeVerifier needs a TurnRunner (something with turn(state)), got {step!r}")
+        require(step, TurnRunner, "JudgeVerifier", "a TurnRunner (something with turn(state))")
         if not isinstance(criteria, str) or not criteria.strip():
             raise UsageError(f"JudgeVerifier's criteria= must say what a good answer is, got {criteria!r}")
         if not isinstance(name, str) or not name:

@@ -92,7 +92,7 @@ import inspect
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Union
+from typing import Any, Union, cast
 
 import anyio
 from starlette.applications import Starlette
@@ -102,7 +102,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from loop import EventBus, LoopError, UsageError, positive_int, positive_number, tracing
+from loop import EventBus, LoopError, ToolRunner, UsageError, has, positive_int, positive_number, tracing
 from session._bearer import BearerAuth, TokenQuota
 from session._manager import Manager, SessionLimit
 from session._serving import DEFAULT_MAX_BODY_BYTES
@@ -254,7 +254,8 @@ class _Endpoint:
         if self._agent_tools is None:
             manager = self.manager
             step = manager.make_step(manager.provider, EventBus())
-            self._agent_tools = frozenset(t.spec.name for t in getattr(step, "tools", ()))
+            tools = cast(ToolRunner, step).pipeline.tools if has(step, ToolRunner) else ()
+            self._agent_tools = frozenset(t.spec.name for t in tools)
         return self._agent_tools
 
     async def _body(self, request: Request) -> bytes:

@@ -289,7 +289,7 @@ def test_bad_settings_are_refused(kwargs: dict[str, Any], message: str) -> None:
 
 def test_inner_must_be_a_pattern_and_settings_are_keyword_only() -> None:
     step = Step(Function(lambda r: "x"))
-    with pytest.raises(UsageError, match="wraps a Pattern"):
+    with pytest.raises(UsageError, match="needs a Pattern to wrap"):
         SelfConsistency(step)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         SelfConsistency(ReAct(step), 3)  # type: ignore[misc]
