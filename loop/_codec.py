@@ -68,7 +68,7 @@ _PARTS = (
     _part(Reasoning, "reasoning", {"text": "str"}, {"signature": "str | None"}),
     _part(ToolCall, "tool_call", {"id": "str", "name": "str", "arguments": "str"}),
     _part(ToolResult, "tool_result", {"call_id": "str", "name": "str", "content": "str"}, {"is_error": "bool"}),
-    _part(Usage, "usage", {}, _TOKENS),
+    _part(Usage, "usage", {}, {**_TOKENS, "estimated": "bool"}),
 )
 _DELTAS = (
     _delta(TextDelta, "text", {"text": "str"}),
@@ -100,9 +100,11 @@ def part_to_dict(part: Part) -> dict[str, Any]:
     Raises ``UsageError`` when ``part`` is not a part.
     """
     form = _form_of(part, _PART_CLASSES, "a part (Text, ToolCall, ...)")
-    out = {"type": form.tag}
+    out: dict[str, Any] = {"type": form.tag}
     for name in form.names:
         out[name] = getattr(part, name)
+    if out.get("estimated") is False:
+        del out["estimated"]  # written only when true: usage stored before it existed reads the same
     return out
 
 
@@ -121,7 +123,9 @@ def delta_to_dict(delta: Delta) -> dict[str, Any]:
     if not out["choice"]:
         del out["choice"]
     if form.cls is UsageDelta:
-        out["usage"] = attrs.asdict(out["usage"])
+        out["usage"] = usage = attrs.asdict(out["usage"])
+        if not usage["estimated"]:
+            del usage["estimated"]
         if out["model"] is None:
             del out["model"]
     out["type"] = form.tag

@@ -53,12 +53,14 @@ class ToolResult:
 
 @attrs.frozen
 class Usage:
-    """Tokens a provider call consumed. Usages add up with ``+``."""
+    """Tokens a provider call consumed. Usages add up with ``+``. ``estimated``: the counts are an estimate
+    (the server reported none), and so is any sum they are part of."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    estimated: bool = False
 
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
@@ -68,6 +70,7 @@ class Usage:
             self.output_tokens + other.output_tokens,
             self.cache_read_tokens + other.cache_read_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
+            self.estimated or other.estimated,
         )
 
     @property

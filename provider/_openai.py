@@ -7,6 +7,7 @@ One class serves OpenAI and the servers that copy its API (vLLM, llama.cpp serve
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 from collections.abc import AsyncGenerator, Mapping
@@ -14,7 +15,8 @@ from typing import Any
 
 import httpx
 
-from loop import Delta, DeltaStream, ProviderInfo, Request, UsageDelta, UsageError, UseTool
+from loop import (Delta, DeltaStream, ProviderInfo, ReasoningDelta, Request, TextDelta, ToolCallDelta, Usage,
+                  UsageDelta, UsageError, UseTool, approx_tokens, tracing)
 from loop.errors import StreamError
 from provider._openai_chunks import Chunks, not_a_stream
 from provider._openai_messages import messages
@@ -23,6 +25,9 @@ from provider._http import drain, json_data, sse_stream, status_error, transport
 
 OPENAI_URL = "https://api.openai.com/v1"
 DEFAULT_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
+_log = tracing.logger("provider.openai")
+JSON_OBJECT_PROMPT = ("Answer with one JSON object, and nothing else, that matches this JSON schema:\n{schema}")
+"""The system message that carries the schema to a server that takes ``response_format`` ``json_object`` only."""
 OUTPUT_TOOL = "final_answer"  # the forced tool that carries a structured answer with structured_output="tool"
 STRUCTURED_OUTPUT = ("response_format", "tool")
 MAX_TOKENS_FIELDS = ("max_tokens", "max_completion_tokens")
@@ -58,6 +63,15 @@ class OpenAICompatible:
     qualifies (``strict_compatible``: every object closed and requiring all its properties, which schemas with
     optional fields are not); otherwise ``strict`` is ``false`` in ``response_format`` and left out of the tool.
 
+    What the server honours are settings with safe defaults, corrected from what it does (and kept, for this
+    provider, in ``info``): ``choices`` (``n`` above 1; a response with fewer choices than asked turns it off,
+    and ``Step.sample`` asks for the missing ones one by one), ``json_schema`` (``response_format`` of type
+    ``json_schema``; a server that refuses it, with a 400 or 422 naming ``response_format`` or ``json_schema``,
+    is asked again at once with type ``json_object`` and the schema in a last system message, and every later
+    request goes that way). Usage is always asked for (``stream_options.include_usage``); a server that streams
+    none, or only zeros, gets its usage estimated (``loop.approx_tokens`` of the prompt, a token per four
+    characters of the answer) and marked ``Usage.estimated``, so token and cost limits still hold.
+
     ``Options.max_tokens`` goes in the field ``max_tokens_field`` names (``MAX_TOKENS_FIELDS``). Left ``None``,
     the model the request names decides on OpenAI itself (``api.openai.com``): a name starting with ``o`` and a
     digit (``o1``, ``o3``, ``o4-mini``) or with ``gpt-5``, after any ``ft:``, gets ``max_completion_tokens``,
@@ -78,6 +92,8 @@ class OpenAICompatible:
         strict_output: bool = True,
         structured_output: str = "response_format",
         max_tokens_field: str | None = None,
+        choices: bool = True,
+        json_schema: bool = True,
     ) -> None:
         if not isinstance(model, str) or not model:
             raise UsageError(f"OpenAICompatible needs a model name, got {model!r}")
@@ -108,11 +124,17 @@ class OpenAICompatible:
         self._strict = strict_output
         self._structured = structured_output
         self._max_tokens_field = max_tokens_field
+        if not isinstance(choices, bool) or not isinstance(json_schema, bool):
+            raise UsageError(f"choices and json_schema are True or False, got {choices!r} and {json_schema!r}")
+        self._choices = choices  # corrected from what the server does (see the class docstring)
+        self._json_schema = json_schema
+        self._streams_usage = True
 
     @property
     def info(self) -> ProviderInfo:
-        """The model it asks for; it returns several choices for one request (``Options.n``)."""
-        return ProviderInfo(model=self.model, choices=True)
+        """The model it asks for, and what the server honours as far as it has shown (see the class docstring)."""
+        return ProviderInfo(model=self.model, choices=self._choices, json_schema=self._json_schema,
+                            streams_usage=self._streams_usage)
 
     async def aclose(self) -> None:
         if self._own_client:
@@ -147,6 +169,10 @@ class OpenAICompatible:
                       "parameters": schema}
             tools.append({"type": "function", "function": {**output, "strict": True} if strict else output})
             choice = UseTool(OUTPUT_TOOL)
+        elif schema is not None and not self._json_schema:
+            body["response_format"] = {"type": "json_object"}
+            body["messages"].append({"role": "system", "content": JSON_OBJECT_PROMPT.format(
+                schema=json.dumps(schema, ensure_ascii=False))})
         elif schema is not None:
             body["response_format"] = {"type": "json_schema",
                                        "json_schema": {"name": "output", "schema": schema, "strict": strict}}
@@ -185,38 +211,74 @@ class OpenAICompatible:
 
     def stream(self, request: Request) -> DeltaStream:
         tool_mode = self._structured == "tool" and request.options.output_schema is not None
-        return self._stream(self.body(request), output_tool=OUTPUT_TOOL if tool_mode else None)
+        return self._stream(request, self.body(request), output_tool=OUTPUT_TOOL if tool_mode else None)
 
-    async def _stream(self, body: dict[str, Any], *, output_tool: str | None) -> AsyncGenerator[Delta, None]:
+    def _refused_json_schema(self, body: dict[str, Any], status: int, text: str) -> bool:
+        """Whether an error answer refuses ``response_format`` of type ``json_schema``; it is then not asked
+        for again."""
+        asked = (body.get("response_format") or {}).get("type") == "json_schema"
+        if not (asked and status in (400, 422) and ("json_schema" in text or "response_format" in text)):
+            return False
+        self._json_schema = False
+        _log.warning("the server refuses response_format json_schema; asking for json_object from now on",
+                     server=self.base_url)
+        return True
+
+    async def _stream(self, request: Request, body: dict[str, Any], *,
+                      output_tool: str | None) -> AsyncGenerator[Delta, None]:
         who = self.who
         chunks = Chunks(who, output_tool)
+        written = 0  # characters of answer streamed: the estimate of the output when no usage comes
+        again = False
         try:
             async with self._client.stream("POST", f"{self.base_url}/chat/completions", json=body,
                                            headers=self._headers) as response:
                 if not 200 <= response.status_code < 300:
                     text = (await response.aread()).decode("utf-8", errors="replace")
-                    raise status_error(who, response.status_code, text, response.headers)
-                if response.headers.get("content-type", "").lower().startswith("application/json"):
+                    if not self._refused_json_schema(body, response.status_code, text):
+                        raise status_error(who, response.status_code, text, response.headers)
+                    again = True  # nothing was streamed: ask again the way the server takes
+                elif response.headers.get("content-type", "").lower().startswith("application/json"):
                     # Not a stream: an error reported with status 200, or a server that ignored stream=true.
                     raise not_a_stream(who, (await response.aread()).decode("utf-8", errors="replace"))
-                done = False
-                async with contextlib.aclosing(sse_stream(response.aiter_bytes())) as events:
-                    async for event in events:
-                        if event.event not in ("message", "error"):
-                            continue  # named events some servers add (pings, metrics) carry no chunk
-                        if event.data.strip() == "[DONE]":
-                            done = True
-                            break
-                        for delta in chunks.deltas(event):
-                            yield delta
-                    if not done:
-                        raise StreamError(f"{who} ended the stream without its final 'data: [DONE]' event; "
-                                          "the response may be incomplete", retryable=True)
-                    await drain(events)
+                else:
+                    done = False
+                    async with contextlib.aclosing(sse_stream(response.aiter_bytes())) as events:
+                        async for event in events:
+                            if event.event not in ("message", "error"):
+                                continue  # named events some servers add (pings, metrics) carry no chunk
+                            if event.data.strip() == "[DONE]":
+                                done = True
+                                break
+                            for delta in chunks.deltas(event):
+                                if isinstance(delta, (TextDelta, ReasoningDelta)):
+                                    written += len(delta.text)
+                                elif isinstance(delta, ToolCallDelta):
+                                    written += len(delta.arguments_fragment)
+                                yield delta
+                        if not done:
+                            raise StreamError(f"{who} ended the stream without its final 'data: [DONE]' event; "
+                                              "the response may be incomplete", retryable=True)
+                        await drain(events)
         except httpx.HTTPError as exc:
             raise transport_error(who, exc) from exc
-        if chunks.usage is not None:
-            yield UsageDelta(chunks.usage, chunks.model)  # the whole response's: the prompt is charged once
+        if again:
+            async with contextlib.aclosing(self._stream(request, self.body(request), output_tool=output_tool)) as retry:
+                async for delta in retry:
+                    yield delta
+            return
+        asked = body.get("n", 1)
+        if asked > 1 and len(chunks.choices) < asked and self._choices:
+            self._choices = False
+            _log.warning("the server answers one choice whatever n asks; samples are asked for one by one from now on",
+                         server=self.base_url, asked=asked, answered=len(chunks.choices))
+        usage = chunks.usage
+        if usage is None or (not usage.input_tokens and not usage.output_tokens):
+            if self._streams_usage:
+                self._streams_usage = False
+                _log.warning("the server streams no token usage; it is estimated", server=self.base_url)
+            usage = Usage(approx_tokens(request.turns), -(-written // 4), estimated=True)
+        yield UsageDelta(usage, chunks.model)  # the whole response's: the prompt is charged once
         for finish in chunks.finishes():
             yield finish
 

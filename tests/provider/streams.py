@@ -6,14 +6,17 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from loop import Delta, Request, Role, Text, Turn
+from loop import Delta, Request, Role, Text, Turn, UsageDelta
 
 REQUEST = Request((Turn(Role.USER, (Text("hi"),)),))
 
 
-async def collect(provider: Any, request: Request = REQUEST) -> list[Any]:
-    """Every delta ``provider`` streams for ``request``, in order."""
-    return [delta async for delta in provider.stream(request)]
+async def collect(provider: Any, request: Request = REQUEST, *, estimates: bool = False) -> list[Any]:
+    """Every delta ``provider`` streams for ``request``, in order; without the usage a provider estimates for a
+    server that reports none (``Usage.estimated``), unless ``estimates`` (tests of other things compare the
+    server's own deltas)."""
+    return [delta async for delta in provider.stream(request)
+            if estimates or not (isinstance(delta, UsageDelta) and delta.usage.estimated)]
 
 
 class Held:

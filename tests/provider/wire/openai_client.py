@@ -11,6 +11,7 @@ import httpx
 
 from loop import Request, Role, State, Text, Turn, tool
 from provider import OpenAICompatible
+from tests.provider.streams import collect as collect_deltas
 from tests.provider.wire.server import WireServer
 
 MODEL = "gpt-4o-mini"
@@ -25,8 +26,9 @@ def connect(server: WireServer | str, *, api_key: str | None = KEY, client: http
     return OpenAICompatible(MODEL, base_url=f"{root}/v1", api_key=api_key, client=client, **settings)
 
 
-async def collect(provider: Any, request: Request = ASK) -> list[Any]:
-    return [delta async for delta in provider.stream(request)]
+async def collect(provider: Any, request: Request = ASK, *, estimates: bool = False) -> list[Any]:
+    """``tests.provider.streams.collect`` of ``ASK`` by default."""
+    return await collect_deltas(provider, request, estimates=estimates)
 
 
 async def collect_until_error(provider: Any, request: Request = ASK) -> tuple[list[Any], BaseException]:

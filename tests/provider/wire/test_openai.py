@@ -108,7 +108,10 @@ async def test_a_step_builds_exactly_the_assistant_turn_of_each_fixture(wire: Wi
         state = await Step(provider, tools=TOOLS).turn(ask())
     _, parts, finish = EXPECTED[name]
     assistant = state[1]
-    assert assistant.role is Role.ASSISTANT and assistant.parts == parts
+    served = tuple(p for p in assistant.parts if not (isinstance(p, Usage) and p.estimated))
+    assert assistant.role is Role.ASSISTANT and served == parts
+    if not any(isinstance(p, Usage) for p in parts):  # the fixture reports no usage: it is estimated
+        assert assistant.usage is not None and assistant.usage.estimated and assistant.usage.input_tokens > 0
     assert assistant.meta["finish_reason"] == finish
     calls = [p for p in parts if isinstance(p, ToolCall)]
     if calls:  # the step ran every call, concurrently, and answered them in call order
