@@ -92,7 +92,8 @@ class Deriver(Protocol):
 
 @runtime_checkable
 class Described(Protocol):
-    """A provider that says what it is: the model it asks for and what it honours (see ``ProviderInfo``)."""
+    """A provider that says what it is: the model it asks for and what it honours (see ``ProviderInfo``). A
+    ``Step`` and turn middleware are ``Described`` too, by their provider."""
 
     @property
     def info(self) -> ProviderInfo: ...

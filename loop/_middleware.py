@@ -6,9 +6,9 @@ import copy
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from loop._executor import Executor, Transform, require
+from loop._executor import Executor, Transform, provider_info, require
 from loop._parts import Part, Role
-from loop._protocols import Options, Provider
+from loop._protocols import Options, Provider, ProviderInfo
 from loop._state import State
 
 if TYPE_CHECKING:
@@ -46,6 +46,10 @@ class TurnMiddleware:
     @property
     def samples_in_one_request(self) -> bool:
         return self.inner.samples_in_one_request
+
+    @property
+    def info(self) -> ProviderInfo:
+        return provider_info(self.inner)
 
     def derive(self, *, provider: Provider | None = None, options: Options | None = None,
                tools: Iterable[str] | None = None, transforms: Sequence[Transform] | None = None) -> Executor:

@@ -233,12 +233,15 @@ class ProviderInfo:
     ``model``: the model it asks for when the options name none (prices are looked up by the model that
     answered, and by this one before the first answer). ``choices``: whether it returns ``Options.n`` choices
     for one request (else ``Step.sample`` makes concurrent calls). ``json_schema``: whether it honours
-    ``Options.output_schema`` natively. ``streams_usage``: whether its streamed responses report token usage
-    (else the step estimates it, and marks it estimated)."""
+    ``Options.output_schema`` natively in a response that may still call tools (as OpenAI's ``response_format``
+    does; a forced output tool does not), so that a typed answer can be asked of a pattern's own last turn
+    (``cognitive.WithOutput``). ``streams_usage``: whether its streamed responses report token usage (a
+    provider that sends none has it estimated, marked ``Usage.estimated``). A provider that says nothing is
+    taken to honour none of these."""
 
     model: str | None = None
     choices: bool = False
-    json_schema: bool = True
+    json_schema: bool = False
     streams_usage: bool = True
 
 

@@ -15,7 +15,7 @@ from loop._outcome import PENDING
 from loop._parts import Part, Role, ToolCall, ToolResult
 from loop._pipeline import CANCELLED, ToolPipeline, error_result
 from loop._respond import stream_turn
-from loop._protocols import Options, Provider, Request, ToolSpec
+from loop._protocols import Options, Provider, ProviderInfo, Request, ToolSpec
 from loop._sample import sample_states
 from loop._scope import Recorder, RunScope, current_scope, current_task
 from loop._state import State
@@ -250,6 +250,11 @@ class Step:
         if recorder is not None and not left:
             await recorder(state)  # with calls left for the caller, the turn records once it marks them pending
         return state
+
+    @property
+    def info(self) -> ProviderInfo:
+        """What this step's provider says of itself (``loop.provider_info``)."""
+        return provider_info(self._provider)
 
     @property
     def samples_in_one_request(self) -> bool:

@@ -72,7 +72,8 @@ class Scripted:
     order. If one of those replies is an exception, it is raised in place of the whole response.
     """
 
-    info = ProviderInfo(choices=True)  # returns several choices for one request (Options.n)
+    # It returns several choices for one request (Options.n), and the replies may read Options.output_schema.
+    info = ProviderInfo(choices=True, json_schema=True)
 
     def __init__(self, replies: Iterable[Reply] | Mapping[str, Iterable[Reply]], *, chunk_size: int = 16) -> None:
         if isinstance(replies, Mapping):
@@ -158,7 +159,8 @@ class Function:
     and the ``Finish`` deltas come last, in choice order: one per choice when ``fn`` returns replies.
     """
 
-    info = ProviderInfo(choices=True)  # returns several choices for one request (Options.n)
+    # It returns several choices for one request (Options.n), and the replies may read Options.output_schema.
+    info = ProviderInfo(choices=True, json_schema=True)
 
     def __init__(self, fn: ReplyFunction, *, chunk_size: int = 16) -> None:
         if not callable(fn):

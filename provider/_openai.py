@@ -133,7 +133,8 @@ class OpenAICompatible:
     @property
     def info(self) -> ProviderInfo:
         """The model it asks for, and what the server honours as far as it has shown (see the class docstring)."""
-        return ProviderInfo(model=self.model, choices=self._choices, json_schema=self._json_schema,
+        beside_tools = self._json_schema and self._structured == "response_format"  # a forced tool excludes others
+        return ProviderInfo(model=self.model, choices=self._choices, json_schema=beside_tools,
                             streams_usage=self._streams_usage)
 
     async def aclose(self) -> None:
