@@ -8,7 +8,7 @@ from typing import Any, Generic, TypeVar, overload
 
 from cognitive._pattern import Pattern, left_open
 from loop import (Options, OutputType, Role, State, Text, TurnExecutor, TurnKind, UsageError, non_negative_int,
-                  require, scope, tracing)
+                  provider_info, require, scope, tracing, typed_answer)
 from loop.errors import VerificationFailed
 from verifier import SchemaVerifier, build_report
 
@@ -27,7 +27,11 @@ class WithOutput(Generic[T]):
     """Runs ``inner`` once and makes its answer a value of ``output_type``: an attrs class, a dataclass, a
     TypedDict, a pydantic model, or a JSON-schema dict (see ``loop.OutputType``).
 
-    If the inner run's answer already holds JSON that validates, that is the answer. Otherwise one tool-free
+    With ``mode="native"`` and a provider that takes a schema in a response that may still call tools
+    (``ProviderInfo.json_schema``: OpenAI's ``response_format``), the inner run is asked for its answer in
+    that shape (``loop.typed_answer``: ``ReAct`` and ``SingleShot`` ask their main-line turns for it), so a
+    compliant model answers in one call. If the inner run's answer already holds JSON that validates, that is
+    the answer. Otherwise one tool-free
     formatting turn is asked for, with the schema, through ``step``: ``mode="native"`` asks the provider for
     structured output (``Options.output_schema``: OpenAI's ``response_format``, a forced output tool on
     Anthropic), ``mode="text"`` asks for the JSON in the text and extracts it. Only that formatting turn is
@@ -73,13 +77,23 @@ class WithOutput(Generic[T]):
         with scope("WithOutput"), tracing.span("invoke_agent WithOutput", {
                 "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "WithOutput",
                 "output.type": self.output.name}) as span:
-            state = await self.inner.run(state)
+            typed = self.mode == "native" and provider_info(self.step).json_schema
+            if typed:
+                # The provider takes a schema beside tools: patterns whose answer is a plain turn (ReAct,
+                # SingleShot) ask for it in that shape, so a compliant model needs no formatting turn.
+                with typed_answer(self.output.schema):
+                    state = await self.inner.run(state)
+            else:
+                state = await self.inner.run(state)
             if left_open(state):
                 return state  # calls left for the caller: the answer comes once they are answered
             result = await self._verifier.verify(state)
             if result.ok:
                 span.set_attribute("output.formatting_turns", 0)
                 return self._done(state)
+            if typed:  # the answer was asked in the schema and still missed it: say how, then ask again
+                state = await self.step.submit(state, Role.SYSTEM, Text(build_report([result])),
+                                               meta={"kind": TurnKind.VERIFICATION, "attempt": 1})
             schema = json.dumps(self.output.schema, indent=2, ensure_ascii=False)
             state = await self.step.submit(state, Role.SYSTEM, Text(PROMPT.format(schema=schema)),
                                            meta={"kind": TurnKind.OUTPUT_FORMAT})
@@ -88,7 +102,7 @@ class WithOutput(Generic[T]):
             for attempt in range(self.max_retries + 1):
                 if attempt:
                     state = await self.step.submit(state, Role.SYSTEM, Text(build_report([result])),
-                                                   meta={"kind": TurnKind.VERIFICATION, "attempt": attempt})
+                                                   meta={"kind": TurnKind.VERIFICATION, "attempt": attempt + typed})
                 state = await self.step.turn(state, options)
                 result = await self._verifier.verify(state)
                 if result.ok:

@@ -7,14 +7,23 @@ from typing import cast
 from cognitive._kinds import PatternKind
 from cognitive._loops import watch as _watch
 from cognitive._pattern import check_start, left_open
-from loop import (Options, Role, State, Text, TurnExecutor, TurnRunner, UsageError, positive_int, require, scope,
-                  tracing)
+from loop import (Options, Role, State, Text, TurnExecutor, TurnRunner, UsageError, current_scope, positive_int,
+                  require, scope, tracing)
 
 _FINAL = Options(tool_choice="none")
 
 
 def _check_runner(step: object, who: str) -> None:
     require(step, TurnRunner, who, "a TurnRunner (something with turn(state))")
+
+
+def _answering() -> Options | None:
+    """The options that ask this run's main-line turns for the answer's schema (``loop.typed_answer``), if one is
+    wanted: a pattern whose answer is a plain assistant turn can write it in that shape at once."""
+    here = current_scope()
+    if here.answer is None or not here.on_main_line:
+        return None
+    return Options(output_schema=here.answer)
 
 
 class ReAct:
@@ -50,9 +59,11 @@ class ReAct:
         with scope("ReAct"), tracing.span("invoke_agent ReAct", {"gen_ai.operation.name": "invoke_agent",
                                                                  "gen_ai.agent.name": "ReAct"}):
             step = self.step
+            answering = _answering()
+            final = _FINAL if answering is None else _FINAL.merge(answering)
             seen: dict[tuple[str, str], int] | None = {} if self.detect_loops else None
             for _ in range(self.max_turns):
-                state = await step.turn(state)
+                state = await step.turn(state, answering)
                 if left_open(state):
                     return state  # calls left for the caller (run_tools=False, external tools)
                 last = state.last
@@ -64,10 +75,10 @@ class ReAct:
                     if note is not None:  # a turn of its own: what was stored is never rewritten
                         state = await cast(TurnExecutor, step).submit(state, Role.SYSTEM, Text(note), meta={"kind": PatternKind.LOOP_NOTE})
                     if looping is not None:
-                        state = await step.turn(state, _FINAL)
+                        state = await step.turn(state, final)
                         return state.degrade(f"ReAct stopped a tool loop: {looping}; the final answer was asked "
                                              "for with tools disabled")
-            state = await step.turn(state, _FINAL)
+            state = await step.turn(state, final)
             return state.degrade(
                 f"ReAct reached max_turns={self.max_turns} with tools still being called; "
                 "the final answer was asked for with tools disabled"
@@ -95,12 +106,13 @@ class SingleShot:
     async def run(self, state: State) -> State:
         check_start(state, "SingleShot")
         with scope("SingleShot"):
-            state = await self.step.turn(state)
+            answering = _answering()
+            state = await self.step.turn(state, answering)
             if left_open(state):
                 return state
             last = state.last
             if last is not None and last.role is Role.TOOL:
-                state = await self.step.turn(state, _FINAL)
+                state = await self.step.turn(state, _FINAL if answering is None else _FINAL.merge(answering))
             return state
 
     def __repr__(self) -> str:

@@ -37,16 +37,16 @@ def weather(city: str) -> str:
 
 def offline_model(request: Request) -> object:
     """Looks the weather up with the agent's tool; then calls the client's `notify` if it was offered; answers in
-    the JSON the client's schema asks for when a formatting turn asks for it."""
+    the JSON the client's schema asks for when one is asked for."""
     last = request.turns[-1]
     forecast = next((r.content for t in request.turns for r in t.tool_results if r.name == "weather"), None)
-    if request.options.output_schema is not None:
-        return json.dumps({"city": "Oslo", "forecast": forecast})
     if forecast is None:
         return provider.tool_call("weather", {"city": "Oslo"})
     offered = {spec.name for spec in request.tools}
     if "notify" in offered and not any(r.name == "notify" for t in request.turns for r in t.tool_results):
         return provider.tool_call("notify", {"text": f"Oslo: {forecast}"})
+    if request.options.output_schema is not None:
+        return json.dumps({"city": "Oslo", "forecast": forecast})
     if last.role is Role.TOOL and last.tool_results[0].name == "notify":
         return f"I looked it up ({forecast}) and sent the notification."
     return f"In Oslo today: {forecast}."

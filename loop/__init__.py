@@ -48,7 +48,7 @@ from loop._protocols import (
 )
 from loop._pipeline import CANCELLED, ToolPipeline
 from loop._scope import (Carried, Recorder, RunScope, branch, carry, charging, current_scope, external_tools,
-                         main_line, recording, run_path, scope, turn_options)
+                         main_line, recording, run_path, scope, turn_options, typed_answer)
 from loop._state import State
 from loop._step import Step
 from loop._tokens import TokenCounter, approx_tokens
@@ -158,4 +158,5 @@ __all__ = [
     "tool",
     "tool_timeout",
     "turn_options",
+    "typed_answer",
 ]

@@ -24,7 +24,7 @@ import asyncio
 import sys
 from contextvars import ContextVar, Token
 from collections.abc import Iterable
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from loop.errors import UsageError
@@ -72,14 +72,15 @@ class RunScope:
     """Where the code running now stands: its run ``path``, the ``budgets`` it is charged to, its ``line``,
     the ``task`` that owns that line here (``None``: any task, as at the root), the ``options`` every turn
     run here takes over its step's own (``None``: none; see ``turn_options``), the ``external`` tools
-    main-line turns offer beside their step's own (see ``external_tools``), and the main line's ``recorder``
-    (see ``main_line``). Read-only."""
+    main-line turns offer beside their step's own (see ``external_tools``), the main line's ``recorder``
+    (see ``main_line``), and the JSON schema its answer is asked in (``answer``, see ``typed_answer``).
+    Read-only."""
 
-    __slots__ = ("path", "budgets", "line", "task", "options", "external", "recorder")
+    __slots__ = ("path", "budgets", "line", "task", "options", "external", "recorder", "answer")
 
     def __init__(self, path: str, budgets: tuple[Spend, ...], line: Line, task: Any,
                  options: Options | None = None, external: tuple[ToolSpec, ...] = (),
-                 recorder: Recorder | None = None) -> None:
+                 recorder: Recorder | None = None, answer: Mapping[str, Any] | None = None) -> None:
         self.path = path
         self.budgets = budgets
         self.line = line
@@ -87,6 +88,7 @@ class RunScope:
         self.options = options
         self.external = external
         self.recorder = recorder
+        self.answer = answer
 
     @property
     def on_main_line(self) -> bool:
@@ -103,7 +105,7 @@ class RunScope:
 
     def child(self, name: str) -> RunScope:
         return RunScope(_join(self.path, name), self.budgets, self.line, self.task, self.options, self.external,
-                        self.recorder)
+                        self.recorder, self.answer)
 
     def __repr__(self) -> str:
         return f"RunScope(path={self.path!r}, line={self.line!r}, budgets={len(self.budgets)})"
@@ -179,7 +181,7 @@ def main_line(name: str | None = None, *, recorder: Recorder | None = None) -> _
     parent = _current.get()
     path = parent.path if name is None else _join(parent.path, _check_name(name))
     return _Enter(RunScope(path, parent.budgets, Line(main=True), current_task(), parent.options, parent.external,
-                           recorder))
+                           recorder, parent.answer))
 
 
 def recording(recorder: Recorder | None) -> _Enter:
@@ -191,7 +193,21 @@ def recording(recorder: Recorder | None) -> _Enter:
         raise UsageError(f"recorder must be an async function taking a State, or None; got {recorder!r}")
     parent = _current.get()
     return _Enter(RunScope(parent.path, parent.budgets, parent.line, parent.task, parent.options, parent.external,
-                           recorder))
+                           recorder, parent.answer))
+
+
+def typed_answer(schema: Mapping[str, Any] | None) -> _Enter:
+    """``with typed_answer(schema):`` — the run's answer is wanted in the shape of the JSON ``schema``
+    (``None``: in no particular shape). Patterns whose answer is a plain assistant turn (``ReAct``,
+    ``SingleShot``) then ask their main-line turns for it (``Options.output_schema``), so that a model that
+    complies answers in the right shape at once; ``cognitive.WithOutput`` uses it where the provider takes a
+    schema beside tools. Patterns with an answer format of their own do not read it, and branches never
+    answer for the run."""
+    if schema is not None and not isinstance(schema, Mapping):
+        raise UsageError(f"typed_answer takes a JSON schema (a mapping) or None, got {schema!r}")
+    parent = _current.get()
+    return _Enter(RunScope(parent.path, parent.budgets, parent.line, parent.task, parent.options, parent.external,
+                           parent.recorder, schema))
 
 
 def charging(spend: Spend) -> _Enter:
@@ -199,7 +215,7 @@ def charging(spend: Spend) -> _Enter:
     budget already charged here)."""
     parent = _current.get()
     return _Enter(RunScope(parent.path, (*parent.budgets, spend), parent.line, parent.task, parent.options,
-                           parent.external, parent.recorder))
+                           parent.external, parent.recorder, parent.answer))
 
 
 def turn_options(options: Options) -> _Enter:
@@ -214,7 +230,7 @@ def turn_options(options: Options) -> _Enter:
     parent = _current.get()
     merged = options if parent.options is None else parent.options.merge(options)
     return _Enter(RunScope(parent.path, parent.budgets, parent.line, parent.task, merged, parent.external,
-                           parent.recorder))
+                           parent.recorder, parent.answer))
 
 
 def external_tools(specs: ToolSpec | Iterable[ToolSpec]) -> _Enter:
@@ -239,7 +255,7 @@ def external_tools(specs: ToolSpec | Iterable[ToolSpec]) -> _Enter:
         raise UsageError(f"external_tools: each tool needs its own name; {', '.join(map(repr, twice))} is given twice")
     parent = _current.get()
     return _Enter(RunScope(parent.path, parent.budgets, parent.line, parent.task, parent.options, offered,
-                           parent.recorder))
+                           parent.recorder, parent.answer))
 
 
 class Carried:
@@ -257,7 +273,7 @@ class Carried:
         task = current_task()
         scope = self.scope
         entered = RunScope(scope.path, scope.budgets, scope.line, None if scope.task is None else task,
-                           scope.options, scope.external, scope.recorder)
+                           scope.options, scope.external, scope.recorder, scope.answer)
         self._tokens.setdefault(task, []).append(_current.set(entered))
         return entered
 

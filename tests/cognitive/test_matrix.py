@@ -151,8 +151,10 @@ async def test_every_wrapper_around_every_pattern_answers_inside_the_shared_budg
 
 
 # These cells make one model call, so no budget is one turn short of what they need: a budget of no turns is
-# refused when it is made. Every other cell is checked to need more than one.
-ONE_CALL = {("WithBudget", "Verify"), ("WithBudget", "CodeAction")}
+# refused when it is made. Every other cell is checked to need more than one. A typed answer asked of a pattern
+# whose answer is a plain turn takes one call from a model that complies with the schema at once.
+ONE_CALL = {("WithBudget", "Verify"), ("WithBudget", "CodeAction"), ("WithOutput", "ReAct"),
+            ("WithOutput", "SingleShot"), ("WithOutput", "Managed")}
 SHORT = [(w, p) for w in WRAPPERS for p in PATTERNS if (w, p) not in ONE_CALL]
 
 

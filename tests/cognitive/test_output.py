@@ -51,8 +51,12 @@ async def test_prose_gets_one_tool_free_formatting_turn_with_the_schema() -> Non
     formatting = model.requests[1]
     assert formatting.options.tool_choice == "none"
     assert formatting.options.output_schema == WithOutput(ReAct(step), step, City).output.schema  # native mode
-    (note,) = [t for t in formatting.turns if t.role is Role.SYSTEM]
+    *report, note = [t for t in formatting.turns if t.role is Role.SYSTEM]
     assert '"population"' in note.text and "JSON" in note.text
+    # The agent's own turn was asked for the schema too (the provider takes one beside tools), so the report on
+    # its prose comes first.
+    assert model.requests[0].options.output_schema == formatting.options.output_schema
+    assert [t.kind for t in report] == ["verification"]
     assert answer_value(state, City) == City("Paris", 2100000)
 
 

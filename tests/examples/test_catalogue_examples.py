@@ -3,6 +3,7 @@ a user runs them, offline, and show what they promise."""
 
 import subprocess
 import sys
+from typing import Any
 from collections.abc import Callable
 
 import pytest
@@ -174,17 +175,38 @@ async def test_the_small_model_routes_and_the_chosen_pattern_answers(offline: No
 async def test_typed_answer_prints_the_value(offline: None, capsys: pytest.CaptureFixture[str]) -> None:
     await typed_answer.main()
     lines = capsys.readouterr().out.splitlines()
-    assert lines[-3:] == [
-        "first answer: It is 1080 km by road from Leeds to Lyon, so about 12 hours of driving at 90 km/h.",
+    assert not any(line.startswith("first answer:") for line in lines), "the run's own answer was typed"
+    assert lines[-2:] == [
         "typed answer: Drive(origin='Leeds', destination='Lyon', distance_km=1080.0, hours=12.0)",
         "kept in the outcome as: {'type': 'Drive', 'value': {'origin': 'Leeds', 'destination': 'Lyon', "
         "'distance_km': 1080.0, 'hours': 12.0}}",
     ]
 
 
-async def test_a_prose_answer_gets_one_formatting_turn() -> None:
+async def test_the_runs_own_answer_is_typed_where_the_provider_takes_a_schema_beside_tools() -> None:
     model = Recorder(typed_answer.demo_model)
     step = Step(provider.Function(model), tools=[typed_answer.road_distance])
+    state = await typed_answer.make_agent(step).run(asked(typed_answer.QUESTION))
+    assert typed_answer.answer_value(state, typed_answer.Drive) == typed_answer.Drive("Leeds", "Lyon", 1080.0, 12.0)
+    assert state.outcome is not None and state.outcome.ok
+    assert not [t for t in state if t.meta.get("kind") == TurnKind.OUTPUT_FORMAT], "no formatting turn"
+    schema = typed_answer.WithOutput(typed_answer.ReAct(step), step, typed_answer.Drive).output.schema
+    assert [r.options.output_schema for r in model.requests] == [schema, schema]  # the tool turn, the answer
+
+
+class SaysNothing:
+    """A provider that says nothing of itself (no ``info``): it is taken to honour no schema beside tools."""
+
+    def __init__(self, fn: Any) -> None:
+        self._inner = provider.Function(fn)
+
+    def stream(self, request: Any) -> Any:
+        return self._inner.stream(request)
+
+
+async def test_a_prose_answer_gets_one_formatting_turn() -> None:
+    model = Recorder(typed_answer.demo_model)
+    step = Step(SaysNothing(model), tools=[typed_answer.road_distance])
     state = await typed_answer.make_agent(step).run(asked(typed_answer.QUESTION))
     drive = typed_answer.answer_value(state, typed_answer.Drive)
     assert drive == typed_answer.Drive("Leeds", "Lyon", 1080.0, 12.0)

@@ -12,6 +12,12 @@ from session._bearer import BearerAuth, Refusal, owner_of, unauthorized
 
 TOKENS = ("alpha-token", "beta-token")
 
+@pytest.fixture
+def anyio_backend() -> str:
+    """HTTP clients against servers: on asyncio, as the HTTP suites."""
+    return "asyncio"
+
+
 
 async def echo_owner(scope: dict[str, Any], receive: Any, send: Any) -> None:
     owner = scope.get("state", {}).get("owner", "")

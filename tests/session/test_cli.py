@@ -22,6 +22,12 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
 for _name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY"):
     ENV.pop(_name, None)
 
+@pytest.fixture
+def anyio_backend() -> str:
+    """HTTP clients against servers: on asyncio, as the HTTP suites."""
+    return "asyncio"
+
+
 
 def chat(*args: str, stdin: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "session", "chat", *args], input=stdin, cwd=cwd, env=ENV,

@@ -137,6 +137,7 @@ def examine(turns: list[Turn], acked: list[int]) -> Findings:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # an HTTP client against killed servers, as the HTTP suites
 async def test_no_acknowledged_message_is_lost_duplicated_or_reordered_across_five_kills(tmp_path: Path) -> None:
     began = time.monotonic()
     db = tmp_path / "sessions.db"

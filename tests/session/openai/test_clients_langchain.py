@@ -29,7 +29,8 @@ def weather_then_answer(request: Request) -> object:
 
 
 async def test_structured_output_by_default_sends_a_json_schema_and_a_bad_answer_is_reported_and_redone() -> None:
-    # The model answers in prose, then its first formatting answer misses a property; the report names it.
+    # The agent's own turn is asked for the schema; its answer misses a property, and the formatting turn that
+    # follows carries the report naming it.
     formatted = iter([json.dumps({"name": "Paris"}), json.dumps(PARIS)])
 
     def model(request: Request) -> str:
@@ -38,11 +39,11 @@ async def test_structured_output_by_default_sends_a_json_schema_and_a_bad_answer
     with serving(model) as served:
         city = await chat(served.url).with_structured_output(City).ainvoke("How many people live in Paris?")
     assert city == City(**PARIS)
-    assert [request.options.output_schema is not None for request in served.requests] == [False, True, True]
-    first_try, second_try = served.requests[1:]
+    assert [request.options.output_schema is not None for request in served.requests] == [True, True]
+    first_try, second_try = served.requests
     assert first_try.options.output_schema == second_try.options.output_schema
     assert set(first_try.options.output_schema["required"]) == {"name", "population"}
-    assert first_try.options.tool_choice == second_try.options.tool_choice == "none"
+    assert first_try.options.tool_choice is None and second_try.options.tool_choice == "none"
     report = " ".join(turn.text for turn in second_try.turns if turn not in first_try.turns)
     assert "population" in report
 
@@ -55,8 +56,8 @@ async def test_structured_output_in_json_mode_asks_for_any_object() -> None:
         city = await chat(served.url).with_structured_output(City, method="json_mode").ainvoke(
             "How many people live in Paris? Answer in JSON with name and population.")
     assert city == City(**PARIS)
-    assert [request.options.output_schema for request in served.requests] == [None, {"type": "object"}]
-    assert served.requests[-1].options.tool_choice == "none"
+    # One model call: the agent's own turn was asked for a JSON object, and the answer was one.
+    assert [request.options.output_schema for request in served.requests] == [{"type": "object"}]
 
 
 async def test_structured_output_by_function_calling_forces_the_named_tool() -> None:

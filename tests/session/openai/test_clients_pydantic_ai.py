@@ -55,8 +55,8 @@ async def test_tool_output_is_a_client_tool_the_served_model_calls() -> None:
     assert len(served.requests) == 2  # the lookup turn, then the output tool call that ended the run
 
 
-async def test_native_output_is_formatted_by_a_turn_with_the_schema() -> None:
-    # The model answers in prose unless the turn asks for the schema: the City can only come from a formatting turn.
+async def test_native_output_is_asked_of_the_agents_own_turn_one_model_call() -> None:
+    # The model answers in prose unless the turn asks for the schema: the agent's own turn asks for it.
     def model(request: Request) -> str:
         if request.options.output_schema is None:
             return "Paris has about 2.1 million inhabitants."
@@ -66,10 +66,21 @@ async def test_native_output_is_formatted_by_a_turn_with_the_schema() -> None:
         async with chat_model(served.url) as chat:
             result = await Agent(chat, output_type=NativeOutput(City)).run("Paris?")
     assert result.output == City(**PARIS)
-    assert [request.options.output_schema is not None for request in served.requests] == [False, True]
+    (asked,) = served.requests
+    assert set(asked.options.output_schema["properties"]) == {"name", "population"}
+    assert asked.options.tool_choice is None, "the agent's own turn, tools still on"
+
+
+async def test_native_output_from_a_prose_answer_is_formatted_by_a_turn_with_the_schema() -> None:
+    answers = iter(["Paris has about 2.1 million inhabitants.", json.dumps(PARIS)])
+
+    with serving(lambda request: next(answers)) as served:
+        async with chat_model(served.url) as chat:
+            result = await Agent(chat, output_type=NativeOutput(City)).run("Paris?")
+    assert result.output == City(**PARIS)
     formatting = served.requests[-1]
+    assert len(served.requests) == 2 and formatting.options.tool_choice == "none"
     assert set(formatting.options.output_schema["properties"]) == {"name", "population"}
-    assert formatting.options.tool_choice == "none"
 
 
 async def test_a_client_tool_round_trip_beside_the_agents_own_tool() -> None:

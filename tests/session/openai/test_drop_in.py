@@ -177,16 +177,28 @@ def prose_then_json(request: Request) -> str:
 JSON_SCHEMA = {"type": "json_schema", "json_schema": {"name": "City", "schema": CITY, "strict": True}}
 
 
-async def test_a_json_schema_answer_is_the_validated_json() -> None:
+async def test_a_json_schema_answer_is_the_validated_json_in_one_model_call() -> None:
     async with serving(prose_then_json) as served:
         message = message_of(await served.post(messages=[USER], response_format=JSON_SCHEMA))
         schemas = [r.options.output_schema for r in served.requests]
     assert json.loads(message["content"]) == {"name": "Paris", "population": 2100000}
     assert message["content"] == '{"name":"Paris","population":2100000}'
     assert message["finish_reason"] == "stop"
-    # The first answer was prose: one formatting turn asked the provider for the schema.
-    assert schemas[0] is None and schemas[1] is not None
-    assert schemas[1]["properties"] == CITY["properties"]
+    # The agent's own turn was asked for the schema (the provider takes one beside tools): one model call.
+    assert len(schemas) == 1 and schemas[0] is not None and schemas[0]["properties"] == CITY["properties"]
+
+
+async def test_a_prose_answer_to_a_json_schema_request_gets_one_formatting_turn() -> None:
+    calls: list[Request] = []
+
+    def prose_at_first(request: Request) -> str:
+        calls.append(request)
+        return "Paris has about 2.1 million people." if len(calls) == 1 else prose_then_json(request)
+
+    async with serving(prose_at_first) as served:
+        message = message_of(await served.post(messages=[USER], response_format=JSON_SCHEMA))
+    assert json.loads(message["content"]) == {"name": "Paris", "population": 2100000}
+    assert len(calls) == 2 and calls[1].options.output_schema is not None  # the formatting turn
 
 
 async def test_an_answer_that_already_validates_needs_no_formatting_turn() -> None:
@@ -216,10 +228,10 @@ async def test_an_answer_that_never_validates_fails_the_request() -> None:
 
 async def test_tool_results_then_a_typed_answer() -> None:
     def reply(request: Request) -> str | ToolCall:
-        if request.options.output_schema is not None:
-            return '{"name": "Paris", "population": 2100000}'
         if request.turns[-1].role is Role.USER:
             return ToolCall("c1", "lookup", '{"q": "Paris"}')
+        if request.options.output_schema is not None:
+            return '{"name": "Paris", "population": 2100000}'
         return "Paris, 2.1 million"
 
     async with serving(reply) as served:
