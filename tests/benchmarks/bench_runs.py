@@ -9,6 +9,11 @@
 (d) native sampling: the input tokens charged for ``Step.sample(state, 5)`` on a provider that returns five
     choices for one request (one usage report for the response, as OpenAI's API sends), against the same
     provider asked five times. Target: the prompt is charged once (ratio 0.2).
+(e) typed answers: the model calls a ``response_format`` request through the OpenAI-compatible endpoint makes
+    when the model answers in the schema it is asked for, against the same request to an agent whose provider
+    says nothing of itself (so the schema is asked only in a formatting turn). Target: 1 call.
+(f) bounded outcomes: the bytes a ``WithBudget`` records on the answer turn of a 30 x 30 fan-out, against the
+    same spend recorded per run path. Target: under 4 KB.
 """
 
 from __future__ import annotations
@@ -118,6 +123,75 @@ async def _sampled_tokens(native: bool) -> tuple[int, int]:
     return report.spent.input_tokens, report.spent.turns
 
 
+CITY = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+class SaysNothing:
+    """A provider with no ``info``: it is taken to honour no schema beside tools."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def stream(self, request: Request) -> Any:
+        return self.inner.stream(request)
+
+
+async def _typed_answer_calls(capable: bool) -> int:
+    import httpx
+
+    from cognitive import new_turn_processor, react_factory
+    from session import Manager, MemoryStore, openai_app
+
+    calls: list[Request] = []
+
+    def model(request: Request) -> str:  # answers in the schema when asked for it, in prose otherwise
+        calls.append(request)
+        return '{"name": "Paris"}' if request.options.output_schema is not None else "It is Paris."
+
+    made = provider.Function(model)
+    manager = Manager(new_turn_processor(react_factory), provider=made if capable else SaysNothing(made),
+                      store=MemoryStore())
+    app = openai_app(manager, enter_manager=False)
+    async with manager, httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://test") as http:
+        reply = await http.post("/v1/chat/completions", json={
+            "model": "agent", "messages": [{"role": "user", "content": "Which city?"}],
+            "response_format": {"type": "json_schema", "json_schema": {"name": "City", "schema": CITY}}})
+    assert reply.status_code == 200 and reply.json()["choices"][0]["message"]["content"] == '{"name":"Paris"}'
+    return len(calls)
+
+
+async def _outcome_bytes(width: int) -> tuple[int, int]:
+    import json
+
+    step = Step(provider.Function(lambda request: "leaf"))
+    kept: list[Any] = []
+
+    class Grid:
+        async def row(self, state: State) -> State:
+            await fan_out([functools.partial(step.turn, state)] * width, name="cell")
+            return state
+
+        async def run(self, state: State) -> State:
+            with scope("Grid"):
+                await fan_out([functools.partial(self.row, state)] * width, name="row")
+                return await step.turn(state)
+
+    with step.events.subscribe(buffer=None) as events:
+        state = await WithBudget(Grid(), Budget(max_turns=10**6), step=step).run(State().append(Role.USER, Text("q")))
+        kept = [e for e in events.drain() if isinstance(e, BudgetReport)]
+    assert state.outcome is not None
+    recorded = len(json.dumps(state.outcome.data["WithBudget"]))
+    (report,) = kept
+    per_path = len(json.dumps({p: attrs_dict(s) for p, s in report.by_path.items()}))
+    return recorded, per_path
+
+
+def attrs_dict(spent: Any) -> dict[str, Any]:
+    import attrs
+
+    return {k: v for k, v in attrs.asdict(spent).items() if v}
+
+
 def run(quick: bool = False) -> list[Figure]:
     """Measure (a) with budgets, (c) and (d); ``quick`` uses tiny sizes (for the smoke test)."""
     tool_turns = 3 if quick else 10
@@ -136,6 +210,10 @@ def run(quick: bool = False) -> list[Figure]:
 
     native_tokens, native_turns = anyio.run(_sampled_tokens, True, backend="asyncio")
     separate_tokens, separate_turns = anyio.run(_sampled_tokens, False, backend="asyncio")
+    typed_calls = anyio.run(_typed_answer_calls, True, backend="asyncio")
+    formatted_calls = anyio.run(_typed_answer_calls, False, backend="asyncio")
+    width = 5 if quick else 30
+    recorded_bytes, per_path_bytes = anyio.run(_outcome_bytes, width, backend="asyncio")
     return [
         Figure(
             "(a) runs", "ReAct per turn in WithBudget + run scopes", budgeted_us, "µs", plain_us,
@@ -156,6 +234,17 @@ def run(quick: bool = False) -> list[Figure]:
             "5 separate calls", high=0.2, on_ratio=True, target_text="ratio <= 0.2 (prompt paid once)",
             notes=(f"a {PROMPT_TOKENS}-token prompt; native: {native_turns} model call, separate: "
                    f"{separate_turns} calls, charged to one WithBudget",),
+        ),
+        Figure(
+            "(e) typed", "model calls for a response_format request, model complies", float(typed_calls), "calls",
+            float(formatted_calls), "provider that takes no schema beside tools", high=1.0, target_text="1 call",
+            notes=("POST /v1/chat/completions with a json_schema response_format, ReAct agent, through the ASGI app",),
+        ),
+        Figure(
+            "(f) outcome", f"bytes a budget records on the answer, {width} x {width} fan-out", float(recorded_bytes),
+            "B", float(per_path_bytes), "the same spend per run path", high=4096.0, target_text="< 4 KB",
+            notes=(f"{width * width} leaf turns in {width} rows; per pattern level on the answer, per path in the "
+                   "BudgetReport event",),
         ),
     ]
 
