@@ -8,20 +8,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.provider.wire.server import Received, WireServer
+from tests.provider.wire.server import WireServer
 
 
 class ModestServer(WireServer):
     async def app(self, scope: dict, receive: Any, send: Any) -> None:
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
-        self.requests.append(Received(scope["method"], scope["path"], headers, body))
-        asked = json.loads(body)
+        asked = (await self.receive_request(scope, receive)).json()
         kind = (asked.get("response_format") or {}).get("type", "text")
         if kind not in ("text", "json_object"):
             error = {"error": {"message": f"response_format.type: input should be 'text' or 'json_object', got "

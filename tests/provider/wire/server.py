@@ -96,7 +96,8 @@ class WireServer:
         kind = "text/event-stream" if sse and status < 400 else "application/json"
         self.replies.append(Reply(status, chunks, {"content-type": kind, **(headers or {})}, **options))
 
-    async def app(self, scope: dict, receive: Any, send: Any) -> None:
+    async def receive_request(self, scope: dict, receive: Any) -> Received:
+        """Read the request's whole body, and keep the request in ``requests``."""
         body = b""
         while True:
             message = await receive()
@@ -105,6 +106,10 @@ class WireServer:
                 break
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
         self.requests.append(Received(scope["method"], scope["path"], headers, body))
+        return self.requests[-1]
+
+    async def app(self, scope: dict, receive: Any, send: Any) -> None:
+        await self.receive_request(scope, receive)
         if not self.replies:
             await self._send(send, 599, [b'{"error": {"message": "the test queued no reply"}}'], {})
             return
