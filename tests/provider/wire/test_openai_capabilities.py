@@ -56,12 +56,14 @@ async def test_a_refused_json_schema_becomes_json_object_with_the_schema_and_the
         assert answer_value(state, Answer) == Answer("42")
         assert not provider.info.json_schema
         kinds = [(r.json().get("response_format") or {}).get("type") for r in modest.requests]
-        assert kinds == [None, "json_schema", "json_object"], "refused once, then asked as the server takes"
+        # The agent's own turn asked for the schema; refused once, it was asked again as the server takes.
+        assert kinds == ["json_schema", "json_object"]
         said = modest.requests[-1].json()["messages"][-1]
         assert said["role"] == "system" and '"answer"' in said["content"]
         await WithOutput(SingleShot(step), step, Answer, mode="native").run(ASK)
-    later = [(r.json().get("response_format") or {}).get("type") for r in modest.requests[3:]]
-    assert later == [None, "json_object"], "remembered: json_schema is not asked for again"
+    later = [(r.json().get("response_format") or {}).get("type") for r in modest.requests[2:]]
+    # Remembered: json_schema is not asked for again, so the answer comes from a formatting turn.
+    assert later == [None, "json_object"]
 
 
 async def test_usage_a_server_does_not_stream_is_estimated_and_budgets_hold(modest: ModestServer) -> None:
