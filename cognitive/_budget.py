@@ -26,7 +26,9 @@ class WithBudget:
     is written from the last state of the run's main line (allowed past the limit), its outcome ``degraded``
     with the reason. That answer is written by ``step`` or, when none is given, by the step that ran the
     main line's last turn. ``BudgetExhausted`` reaches the caller only when no answer can be written (no
-    step known) or ``raise_on_exhausted`` asks for it. A run that answers although a call was refused for
+    step known) or ``raise_on_exhausted`` asks for it. A branch-running pattern that offered candidates
+    (``loop.offer``) has its best one answer instead, marked ``degraded`` with the reason: the work its
+    branches did is not lost. A run that answers although a call was refused for
     the budget is ``degraded`` too; one that only overshot a token or cost limit with its final answer (those
     limits are soft) keeps its own outcome. Either way the spend (in all, and per run path, discarded branches included) is in the
     outcome's data and in a ``BudgetReport`` event on the step's bus.
@@ -87,6 +89,15 @@ class WithBudget:
         if self.raise_on_exhausted or runner is None:
             self._report(spend)
             raise spend.error(base)
+        best = spend.best
+        if best is not None and len(best) > len(start) and best.common_prefix(start) == len(start):
+            # A branch-running pattern offered what it found (loop.offer): answer from that, not the main line.
+            last = best.last
+            if last is not None and last.role is Role.ASSISTANT and not best.pending_calls and best.answer:
+                self._report(spend)
+                return best.with_outcome("degraded", f"budget {self.budget.name!r} ran out ({spend.exhausted}); "
+                                         "the answer is the best candidate the run had found", data=spend.report())
+            base = best
         pending = base.pending_calls
         if pending:  # the run stopped between a model's calls and their results: answer them first
             base = base.append(Role.TOOL, *(ToolResult(c.id, c.name, "error: not run: the budget ran out",

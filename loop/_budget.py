@@ -213,7 +213,7 @@ class Spend:
     tool pipeline do the charging."""
 
     __slots__ = ("budget", "_total", "_by_path", "exhausted", "refused", "cancel_scope", "line", "task", "tip",
-                 "runner", "closed", "unpriced")
+                 "runner", "closed", "unpriced", "best", "best_score")
 
     def __init__(self, budget: Budget | None, line: Line | None = None, task: Any = None) -> None:
         self.budget = budget
@@ -228,6 +228,8 @@ class Spend:
         self.runner: Any = None  # the step that ran the tip's last turn
         self.closed = False  # past exhaustion: charged, never refused (the final answer)
         self.unpriced: tuple[str, ...] = ()  # models that answered with no known price: their cost is unknown
+        self.best: State | None = None  # the best candidate answer a branch-running pattern offered (``offer``)
+        self.best_score: float | None = None
 
     def _add(self, index: int, amount: Any, path: str) -> None:
         self._total[index] += amount
@@ -367,6 +369,20 @@ def charge(*, turns: int = 0, tool_calls: int = 0, usage: Usage | None = None, m
         reserve(budgets, _TOOLS, scope.path, None)
     if usage is not None:
         charge_usage(budgets, usage, model, scope.path)
+
+
+def offer(state: State, score: float | None = None) -> None:
+    """Offer ``state``, a candidate answer that a branch-running pattern found (a sample, a search's best node),
+    to every budget of the run scope as its best so far: if the budget runs out before the pattern answers, its
+    ``cognitive.WithBudget`` answers from the best candidate instead of the main line's last state, and says so.
+    A candidate with a ``score`` replaces one with a lower score or none; without scores the latest wins.
+    ``state`` must extend the state the budget's run started from (a branch forked from it does)."""
+    from loop._scope import current_scope  # the scope imports this module for its types
+
+    for spend in current_scope().budgets:
+        if spend.best is None or score is None or spend.best_score is None or score >= spend.best_score:
+            spend.best = state
+            spend.best_score = score
 
 
 def charge_usage(budgets: tuple[Spend, ...], usage: Usage, model: str | None, path: str) -> Spend | None:

@@ -22,10 +22,10 @@ PUBLIC = {
         "TurnExecutor", "TurnFailed", "TurnKind", "TurnMiddleware", "TurnRunner", "TurnStarted", "TurnSubmitter", "Usage",
         "UsageDelta", "UsageError", "UseTool", "Viewer", "Wake", "add_turn", "approx_tokens", "as_completed", "ask", "branch", "carry",
         "charge", "charging", "current_scope", "delta_from_dict", "delta_to_dict", "external_tools", "fan_out",
-        "has", "index_tools", "int_at_least", "json_default", "main_line", "non_negative_int",
+        "has", "index_tools", "int_at_least", "json_default", "main_line", "non_negative_int", "offer",
         "part_from_dict", "part_to_dict", "positive_int", "positive_number", "provider_info", "recording", "require",
         "run_path", "scope", "tool",
-        "tool_timeout", "turn_options",
+        "tool_timeout", "turn_options", "typed_answer",
     ],
     "loop.errors": [
         "AuthenticationError", "BadRequestError", "BudgetExhausted", "ConformanceError", "LoopError",

@@ -621,3 +621,41 @@ async def test_what_a_budget_records_on_the_answer_does_not_grow_with_the_number
                                                                                "WithBudget/Grid/row */cell *"}
     assert recorded[1]["by_path"]["WithBudget/Grid/row */cell *"] == {"turns": 900, "paths": 900}
     assert len(json.dumps(recorded[1])) < 4_000
+
+
+async def test_an_exhausted_search_answers_with_the_best_candidate_its_branches_offered() -> None:
+    step = Step(Function(lambda request: f"idea from {request.path}"))
+
+    class Search:
+        """Tries ideas in branches one round after another, offering each with a score, until stopped."""
+
+        async def idea(self, state: State, score: float) -> State:
+            found = await step.turn(state)
+            loop.offer(found, score)
+            return found
+
+        async def run(self, state: State) -> State:
+            with loop.scope("Search"):
+                for round_ in range(100):
+                    await loop.fan_out([functools.partial(self.idea, state, round_ * 10 + i) for i in range(3)],
+                                       name=f"round{round_}")
+            raise AssertionError("the budget stops the search first")
+
+    state = await WithBudget(Search(), Budget(max_turns=7, name="search")).run(START)
+    assert state.answer == "idea from WithBudget/Search/round1 3"  # the best score offered: 12 (of round 1)
+    assert state.outcome is not None and state.outcome.degraded
+    assert "best candidate" in state.outcome.reason and "search" in state.outcome.reason
+    assert state.prefix(len(START)) == START and len(state) == len(START) + 1
+
+
+async def test_a_candidate_from_another_conversation_is_not_taken_for_the_answer() -> None:
+    step, _, _ = agent()
+
+    class Stray:
+        async def run(self, state: State) -> State:
+            loop.offer(State().append(Role.USER, Text("elsewhere")).append(Role.ASSISTANT, Text("not ours")))
+            with loop.scope("Stray"):
+                return await ReAct(step, max_turns=50).run(state)
+
+    state = await WithBudget(Stray(), Budget(max_turns=2)).run(START)
+    assert state.answer != "not ours" and state.prefix(len(START)) == START
