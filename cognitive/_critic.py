@@ -103,8 +103,9 @@ class Critic:
         require(step, TurnExecutor, "Critic")
         checker: TurnExecutor = step
         if tools is not None:
-            checker = cast(Deriver, require(step, Deriver, "Critic(tools=...)", "an executor it can narrow the tools of with "
-                              "derive, such as a loop.Step (or tools=None)")).derive(tools=tools)
+            deriver = require(step, Deriver, "Critic(tools=...)",
+                              "an executor it can narrow the tools of with derive, such as a loop.Step (or tools=None)")
+            checker = cast(Deriver, deriver).derive(tools=tools)
         self.inner = inner
         self.step = step
         self.check = ToolCheckedVerifier(checker, max_turns=max_check_turns)

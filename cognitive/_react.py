@@ -73,7 +73,8 @@ class ReAct:
                 elif seen is not None and last is not None and last.role is Role.TOOL:
                     note, looping = _watch(state, seen)
                     if note is not None:  # a turn of its own: what was stored is never rewritten
-                        state = await cast(TurnExecutor, step).submit(state, Role.SYSTEM, Text(note), meta={"kind": PatternKind.LOOP_NOTE})
+                        state = await cast(TurnExecutor, step).submit(state, Role.SYSTEM, Text(note),
+                                                                      meta={"kind": PatternKind.LOOP_NOTE})
                     if looping is not None:
                         state = await step.turn(state, final)
                         return state.degrade(f"ReAct stopped a tool loop: {looping}; the final answer was asked "

@@ -7,15 +7,14 @@ import inspect
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
-
 from loop._budget import _TURNS, Spend, charge_usage, exhausted_error, reserve
-from loop._executor import Transform, has, provider_info
 from loop._events import EventBus, TurnCompleted, TurnFailed, TurnStarted
+from loop._executor import Transform, has, provider_info
 from loop._outcome import PENDING
 from loop._parts import Part, Role, ToolCall, ToolResult
 from loop._pipeline import CANCELLED, ToolPipeline, error_result
-from loop._respond import stream_turn
 from loop._protocols import Options, Provider, ProviderInfo, Request, ToolSpec
+from loop._respond import stream_turn
 from loop._sample import sample_states
 from loop._scope import Recorder, RunScope, current_scope, current_task
 from loop._state import State
