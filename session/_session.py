@@ -44,8 +44,9 @@ class Session:
     the session's step, whose main-line turns are stored through ``store`` as each completes (the line's
     recorder, ``loop.main_line(recorder=...)``), so a pattern runs here exactly as in a script. ``events``
     carries the step's events and the session's own (``MessageQueued``, ``MessageStarted``, ``TurnStored``,
-    ``MessageFinished``/``MessageFailed``, ``Interrupted``). ``interrupt`` cancels the current message at once; pending tool calls
-    get "cancelled" results so the stored history stays valid. A processor that raises leaves the session usable.
+    ``MessageFinished``/``MessageFailed``, ``Interrupted``). ``interrupt`` cancels the current message at once;
+    pending tool calls get "cancelled" results so the stored history stays valid. A processor that raises leaves
+    the session usable.
 
     ``send`` queues a message in memory; ``post`` stores it in the store's inbox (``InboxStore``) first, so
     that it survives the process being killed. ``waiting`` holds messages from that inbox to run first (a
