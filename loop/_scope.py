@@ -25,7 +25,7 @@ import sys
 from contextvars import ContextVar, Token
 from collections.abc import Iterable
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from loop.errors import UsageError
 
@@ -68,27 +68,22 @@ class Line:
         return f"Line({'main' if self.main else 'branch'})"
 
 
-class RunScope:
+class RunScope(NamedTuple):
     """Where the code running now stands: its run ``path``, the ``budgets`` it is charged to, its ``line``,
     the ``task`` that owns that line here (``None``: any task, as at the root), the ``options`` every turn
     run here takes over its step's own (``None``: none; see ``turn_options``), the ``external`` tools
     main-line turns offer beside their step's own (see ``external_tools``), the main line's ``recorder``
     (see ``main_line``), and the JSON schema its answer is asked in (``answer``, see ``typed_answer``).
-    Read-only."""
+    A frozen value: entering a scope makes a new one."""
 
-    __slots__ = ("path", "budgets", "line", "task", "options", "external", "recorder", "answer")
-
-    def __init__(self, path: str, budgets: tuple[Spend, ...], line: Line, task: Any,
-                 options: Options | None = None, external: tuple[ToolSpec, ...] = (),
-                 recorder: Recorder | None = None, answer: Mapping[str, Any] | None = None) -> None:
-        self.path = path
-        self.budgets = budgets
-        self.line = line
-        self.task = task
-        self.options = options
-        self.external = external
-        self.recorder = recorder
-        self.answer = answer
+    path: str
+    budgets: tuple[Spend, ...]
+    line: Line
+    task: Any
+    options: Options | None = None
+    external: tuple[ToolSpec, ...] = ()
+    recorder: Recorder | None = None
+    answer: Mapping[str, Any] | None = None
 
     @property
     def on_main_line(self) -> bool:
