@@ -1,4 +1,11 @@
-"""Reasoning patterns: stateless values that turn a ``State`` into a new ``State``, and wrappers around them."""
+"""Reasoning patterns: stateless values that turn a ``State`` into a new ``State``, and wrappers around them.
+
+Errors, under the ``loop.errors`` tree:
+
+    UsageError
+    ├── TemplateError              a prompt template or path is malformed, or a path reads nothing
+    └── RegistryError              an unknown pattern name or setting (also a ValueError)
+"""
 
 from cognitive._budget import WithBudget
 from cognitive._chain import Chain, Stage

@@ -2,10 +2,6 @@
 
     LoopError                      base of everything the framework raises on purpose
     ├── UsageError                 the framework was called wrongly (bad argument, wrong wiring, bad JSON)
-    │   ├── CassetteMismatch           (provider) a request differs from the recorded one
-    │   ├── TemplateError              (cognitive) a prompt template or path is malformed, or a path reads nothing
-    │   ├── RegistryError              (cognitive) an unknown pattern name or setting (also a ValueError)
-    │   └── ToolResultsMismatch        (session) tool results sent as a message do not answer the open calls
     ├── ProviderError              a provider could not produce a response; carries status, body, retryable
     │   ├── AuthenticationError        the key is missing, wrong or lacks permission (401, 403)
     │   ├── BadRequestError            the server rejected the request as sent (400, 404, 413, 422)
@@ -19,22 +15,11 @@
     ├── BudgetExhausted            a budget ran out; names the budget, carries the run's last ``state``
     ├── VerificationError          a verifier reported ERROR (broken infrastructure); carries state and results
     ├── VerificationFailed         verifiers still FAIL after every retry; carries the final state and results
-    ├── SandboxError               (sandbox) the sandbox itself cannot run: no engine, no image
-    ├── ProtocolViolation          (sandbox) a sandboxed program broke the supervisor's frame format
-    ├── StoreError                 (session) a store cannot read or write; nothing was half-written
-    │   └── StoreConflict              an append would leave a gap in the stored conversation
-    ├── SessionBusy                (session) a session's queue of waiting messages is full
-    ├── SessionClosed              (session) a message was sent to a closed session
-    ├── SessionLimit               (session) a manager already holds its most open sessions
-    ├── MCPToolError               (session) an MCP server's tool failed or answered wrongly
-    ├── MCPConnectionError         (session) an MCP server could not be started or reached
-    ├── Problem                    (session) an HTTP request is answered with an error status
-    ├── OpenAIError                (session) an OpenAI-compatible request is answered with an OpenAI error
-    ├── ModelCallBlocked           (provider.testing) a test tried to reach a host off this machine
     └── ConformanceError           a conformance check (``*.testing.check_*``) found a contract broken
 
-Raised inside sandboxed programs (never in the host): ``ToolError`` and its subclasses ``ToolCallRefused`` and
-``ToolCallLimit``, from the tool stubs the program imports.
+Every other package adds the errors it raises under these, and draws them in its own docstring (``provider``,
+``cognitive``, ``sandbox``, ``session``): nothing here names them, so a new package or conduit never edits
+this one.
 
 Lower-level exceptions (httpx, sqlite, docker) are translated where they cross into the framework, with
 ``raise ... from exc`` so the original stays attached.

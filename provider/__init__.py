@@ -3,6 +3,13 @@
 ``Scripted`` and ``Function`` run offline: the demo uses them by default and tests use them to stand in for a
 model. ``OpenAICompatible`` and ``Anthropic`` speak the real wire protocols over httpx. ``Retry`` wraps any
 provider; ``Recording`` and ``Replay`` capture real traffic once and serve it back offline.
+
+Errors, under the ``loop.errors`` tree:
+
+    UsageError
+    └── CassetteMismatch           a request differs from the recorded one
+    LoopError
+    └── ModelCallBlocked           (provider.testing) a test tried to reach a host off this machine
 """
 
 from provider._anthropic import Anthropic

@@ -8,6 +8,15 @@
     reap                 kill a child process's whole group and wait for it, even if cancelled
 
 ``sandbox.testing.check_sandbox`` checks any implementation against the ``Sandbox`` contract.
+
+Errors, under the ``loop.errors`` tree:
+
+    LoopError
+    ├── SandboxError               the sandbox itself cannot run: no engine, no image
+    └── ProtocolViolation          a sandboxed program broke the supervisor's frame format
+
+Raised inside sandboxed programs (never in the host): ``ToolError`` and its subclasses ``ToolCallRefused`` and
+``ToolCallLimit``, from the tool stubs the program imports.
 """
 
 from sandbox._bridge import ToolBridge

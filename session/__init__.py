@@ -14,6 +14,21 @@ with a ``TurnProcessor`` (see ``cognitive.new_turn_processor``) and persists eve
 
 Every name here is also importable from ``session`` itself, and loads its module on first use: ``import
 session`` loads none of them, and ``from session import MCPTools`` loads the MCP client without the HTTP server.
+
+Errors, under the ``loop.errors`` tree:
+
+    UsageError
+    └── ToolResultsMismatch        tool results sent as a message do not answer the open calls
+    LoopError
+    ├── StoreError                 a store cannot read or write; nothing was half-written
+    │   └── StoreConflict              an append would leave a gap in the stored conversation
+    ├── SessionBusy                a session's queue of waiting messages is full
+    ├── SessionClosed              a message was sent to a closed session
+    ├── SessionLimit               a manager already holds its most open sessions
+    ├── MCPToolError               an MCP server's tool failed or answered wrongly
+    ├── MCPConnectionError         an MCP server could not be started or reached
+    ├── Problem                    an HTTP request is answered with an error status
+    └── OpenAIError                an OpenAI-compatible request is answered with an OpenAI error
 """
 
 from typing import TYPE_CHECKING

@@ -10,6 +10,8 @@ import loop
 from loop import LoopError
 from tests.loop.test_errors import drawn_tree
 
+ERRORS_HEADING = "Errors, under the ``loop.errors`` tree:"
+
 PACKAGES = ("loop", "provider", "verifier", "sandbox", "cognitive", "session")
 # Raised inside sandboxed programs only, from the stubs they import; the docstring names them apart.
 IN_PROGRAMS = {"ToolError", "ToolCallRefused", "ToolCallLimit"}
@@ -31,11 +33,31 @@ def project_errors() -> dict[str, type]:
     return {name: next(iter(classes)) for name, classes in found.items()}
 
 
+def drawn_everywhere() -> dict[str, str | None]:
+    """The tree ``loop.errors`` draws, with what each package draws under it in its own docstring (the indented
+    block after ``ERRORS_HEADING``)."""
+    tree = drawn_tree()
+    for package in PACKAGES[1:]:
+        doc = importlib.import_module(package).__doc__ or ""
+        if ERRORS_HEADING not in doc:
+            continue
+        block = doc.split(ERRORS_HEADING, 1)[1].lstrip("\n").split("\n\n", 1)[0]
+        for name, parent in drawn_tree(block).items():
+            if parent is not None or name not in tree:
+                tree[name] = parent
+    return tree
+
+
+def test_loop_names_none_of_the_other_packages_errors() -> None:
+    own = {name for name, cls in project_errors().items() if cls.__module__.startswith("loop")}
+    assert set(drawn_tree()) == own
+
+
 def test_every_project_error_is_drawn_under_its_parent() -> None:
     errors = project_errors()
-    tree = drawn_tree()
+    tree = drawn_everywhere()
     missing = sorted(set(errors) - set(tree))
-    assert not missing, f"not drawn in loop/errors.py's tree: {missing}"
+    assert not missing, f"not drawn in its package's errors tree: {missing}"
     unknown = sorted(set(tree) - set(errors))
     assert not unknown, f"drawn but not defined anywhere: {unknown}"
     for name, cls in errors.items():
@@ -44,5 +66,7 @@ def test_every_project_error_is_drawn_under_its_parent() -> None:
 
 
 def test_the_programs_errors_are_named_apart() -> None:
-    assert loop.errors.__doc__ is not None
-    assert all(name in loop.errors.__doc__ for name in IN_PROGRAMS)
+    import sandbox
+
+    assert sandbox.__doc__ is not None
+    assert all(name in sandbox.__doc__ for name in IN_PROGRAMS)

@@ -22,12 +22,14 @@ PUBLIC = {name: obj for name, obj in vars(errors).items()
           if inspect.isclass(obj) and issubclass(obj, BaseException) and not name.startswith("_")}
 
 
-def drawn_tree() -> dict[str, str | None]:
-    """Each class named in the module docstring's tree, mapped to the class drawn as its parent."""
-    assert errors.__doc__ is not None
+def drawn_tree(doc: str | None = None) -> dict[str, str | None]:
+    """Each class named in a docstring's tree (``loop.errors``' by default, where every indented line is one),
+    mapped to the class drawn as its parent."""
+    doc = errors.__doc__ if doc is None else doc
+    assert doc is not None
     parents: dict[str, str | None] = {}
     stack: list[str] = []
-    for line in errors.__doc__.splitlines():
+    for line in doc.splitlines():
         if not line.startswith("    ") or not line.strip():
             continue
         start = next(i for i, ch in enumerate(line) if ch.isalpha())
