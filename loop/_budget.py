@@ -20,6 +20,7 @@ import attrs
 from loop import tracing
 from loop._checks import field_check, positive_int, positive_number
 from loop._parts import Usage
+from loop._scope import current_scope
 from loop.errors import BudgetExhausted, UsageError
 
 if TYPE_CHECKING:
@@ -357,8 +358,6 @@ def charge(*, turns: int = 0, tool_calls: int = 0, usage: Usage | None = None, m
     """Charge work done outside a step (a provider wrapper's extra attempt, a tool run by hand) to every
     budget of the current run scope. Turns and tool calls are reserved one by one and raise
     ``BudgetExhausted`` when one would pass a limit; usage is charged and may exhaust a soft limit."""
-    from loop._scope import current_scope
-
     scope = current_scope()
     budgets = scope.budgets
     if not budgets:
@@ -377,8 +376,6 @@ def offer(state: State, score: float | None = None) -> None:
     ``cognitive.WithBudget`` answers from the best candidate instead of the main line's last state, and says so.
     A candidate with a ``score`` replaces one with a lower score or none; without scores the latest wins.
     ``state`` must extend the state the budget's run started from (a branch forked from it does)."""
-    from loop._scope import current_scope  # the scope imports this module for its types
-
     for spend in current_scope().budgets:
         if spend.best is None or score is None or spend.best_score is None or score >= spend.best_score:
             spend.best = state

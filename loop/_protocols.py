@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from types import MappingProxyType
-from typing import Any, Literal, Protocol, Union, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Union, runtime_checkable
 
 import attrs
 
 from loop._checks import field_check, positive_int
 from loop._parts import Part, Role, Usage
-from loop._state import State
-from loop._turn import Turn
 from loop.errors import UsageError
+
+if TYPE_CHECKING:  # annotations only: the conversation's types build on these, not the other way round
+    from loop._state import State
+    from loop._turn import Turn
 
 # -- deltas: what a provider streams ---------------------------------------------------------------------
 

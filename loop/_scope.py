@@ -29,9 +29,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from loop.errors import UsageError
 
+from loop._protocols import Options, ToolSpec
+
 if TYPE_CHECKING:
     from loop._budget import Spend
-    from loop._protocols import Options, ToolSpec
     from loop._state import State
 
 Recorder = Callable[["State"], Awaitable[None]]
@@ -218,8 +219,6 @@ def turn_options(options: Options) -> _Enter:
     depth) takes these options over its step's own; what a turn is called with still wins. A wrapper uses it
     to change how the pattern it wraps is sampled (``SelfConsistency``) without knowing its steps. Nested
     blocks combine, the inner one winning field by field."""
-    from loop._protocols import Options  # _protocols imports _state, which imports this module
-
     if not isinstance(options, Options):
         raise UsageError(f"turn_options takes loop.Options, got {options!r}")
     parent = _current.get()
@@ -235,8 +234,6 @@ def external_tools(specs: ToolSpec | Iterable[ToolSpec]) -> _Enter:
     the pattern returns. Whoever holds the conversation answers them (the OpenAI-compatible endpoint hands
     them to its client) and runs the pattern again from the results. Branches never offer them. A name that
     is also one of a step's own tools makes that step's turns raise ``UsageError``."""
-    from loop._protocols import ToolSpec
-
     if isinstance(specs, ToolSpec):
         specs = (specs,)
     if isinstance(specs, (str, bytes)) or not isinstance(specs, Iterable):

@@ -9,6 +9,7 @@ from typing import Any
 
 import attrs
 
+from loop._codec import part_from_dict, part_to_dict
 from loop._parts import PART_TYPES, Part, Role, Text, ToolCall, ToolResult, Usage
 from loop.errors import UsageError
 
@@ -115,9 +116,6 @@ class Turn:
 
     def to_dict(self) -> dict[str, Any]:
         """The turn as plain JSON-ready data (see ``from_dict``)."""
-        # Imported here, not above: the codec also knows the deltas, and they are defined after Turn.
-        from loop._codec import part_to_dict
-
         out: dict[str, Any] = {"role": self.role.value, "parts": [part_to_dict(p) for p in self.parts]}
         if self.meta:
             out["meta"] = dict(self.meta)
@@ -128,8 +126,6 @@ class Turn:
     @classmethod
     def from_dict(cls, data: Any, *, where: str = "turn") -> Turn:
         """Rebuild a turn from ``to_dict`` output; raises ``UsageError`` naming the first problem found."""
-        from loop._codec import part_from_dict  # imported here for the reason to_dict gives
-
         if not isinstance(data, Mapping):
             raise UsageError(f"{where}: expected an object, got {type(data).__name__}")
         written: Any = data.get("role")
