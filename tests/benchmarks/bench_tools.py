@@ -83,6 +83,21 @@ async def _measure(seconds: float, warmup: int, repeats: int) -> dict[str, float
     )
 
 
+def _plus(a: int, b: int) -> int:
+    return a + b
+
+
+@tool
+async def add_to_thread(a: int, b: int) -> int:
+    """Add two integers in a worker thread that anyio hands out (the baseline for the tool thread pool).
+
+    Args:
+        a: the first.
+        b: the second.
+    """
+    return await anyio.to_thread.run_sync(_plus, a, b)
+
+
 def adding_step(adder: Any) -> Step:
     """A step whose model calls ``adder`` once in its one reply."""
     name = adder.spec.name
@@ -110,9 +125,9 @@ async def bare_handoffs(count: int) -> None:
 
 
 async def _measure_sync(turns: int, warmup: int, repeats: int) -> dict[str, float]:
-    threaded, inline = adding_step(add), adding_step(add_async)
+    threaded, inline, anyio_thread = adding_step(add), adding_step(add_async), adding_step(add_to_thread)
     state = State().append(Role.USER, Text("Add one and two."))
-    for step in (threaded, inline):
+    for step in (threaded, inline, anyio_thread):
         (result,) = (await step.turn(state)).last.tool_results  # type: ignore[union-attr]
         assert (result.content, result.is_error) == ("3", False), result
 
@@ -121,7 +136,8 @@ async def _measure_sync(turns: int, warmup: int, repeats: int) -> dict[str, floa
             await step.turn(state)
 
     t = await interleave_async(
-        {"sync": lambda: run_turns(threaded), "async": lambda: run_turns(inline), "hop": lambda: bare_handoffs(turns)},
+        {"sync": lambda: run_turns(threaded), "async": lambda: run_turns(inline), "hop": lambda: bare_handoffs(turns),
+         "to_thread": lambda: run_turns(anyio_thread)},
         warmup=warmup, repeats=repeats,
     )
     return {name: seconds / turns for name, seconds in t.items()}
@@ -148,6 +164,13 @@ def run(quick: bool = False) -> list[Figure]:
                 f"{s['hop'] * 1e6:.1f} µs here: the async turn plus that alone would be "
                 f"{(s['async'] + s['hop']) / s['async']:.2f}x; where the OS puts the two threads moves it run to run",
             ),
+        ),
+        Figure(
+            "(b) tools", "sync tool turn, the step's own thread pool", s["sync"] * 1e6, "µs", s["to_thread"] * 1e6,
+            "same turn, the call through anyio.to_thread.run_sync", high=1.0, on_ratio=True,
+            target_text="ratio <= 1x (else use anyio's)",
+            notes=(f"per turn, median of {sync_repeats} samples of {turns} turns; both hand the call to a parked "
+                   "worker thread and back",),
         ),
     ]
 
