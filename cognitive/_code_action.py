@@ -11,8 +11,8 @@ from typing import Any
 from cognitive._kinds import PatternKind
 from cognitive._pattern import check_start
 from loop import (Executor, Options, Role, State, Text, TimedTool, Tool, ToolCall, ToolPipeline, ToolSpec,
-                  UsageError, index_tools, non_negative_int, positive_number, require, scope,
-                  tracing)
+                  UsageError, index_tools, require, scope, tracing)
+from loop.checks import non_negative_int, positive_number
 from sandbox import ExecResult, Sandbox, ToolBridge, ToolSandbox, accepts_tools
 
 _NO_TOOLS = Options(tool_choice="none")  # tools are reached from the program, not called by the model

@@ -11,7 +11,8 @@ import attrs
 from cognitive._pattern import Pattern, check_start
 from cognitive._react import SingleShot
 from loop import (BranchResult, Executor, Options, Role, Sampler, State, UsageError, current_scope, fan_out, has,
-                  positive_int, positive_number, require, scope, tracing, turn_options)
+                  require, scope, tracing, turn_options)
+from loop.checks import positive_int, positive_number
 from loop.errors import BudgetExhausted
 
 Normaliser = Callable[[str], str]

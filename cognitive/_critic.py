@@ -16,8 +16,9 @@ from typing import cast
 from cognitive._pattern import Pattern, check_start
 from cognitive._react import ReAct
 from cognitive._refine import check_prompt, check_wiring, revise
-from loop import (Deriver, Role, State, Text, ToolCall, ToolRunner, TurnExecutor, TurnSubmitter,
-                  UsageError, ask, branch, has, positive_int, positive_number, require, scope, tracing)
+from loop import (Deriver, Role, State, Text, ToolCall, ToolRunner, TurnExecutor, TurnSubmitter, UsageError, ask,
+                  branch, has, require, scope, tracing)
+from loop.checks import positive_int, positive_number
 from verifier import Result, Status, Verdict
 
 CHECK = """\

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from cognitive._exchanges import (EXCHANGE, STRAY, Unit, answered, call_key, canonical_arguments, check_counter,
                                   count, excerpt, split_units, trailing_exchange, without)
-from loop import Role, State, Text, TokenCounter, ToolCall, ToolResult, Turn, UsageError, approx_tokens, positive_int
+from loop import Role, State, Text, TokenCounter, ToolCall, ToolResult, Turn, UsageError, approx_tokens
+from loop.checks import positive_int
 
 LEDGER_KIND = "ledger"
 """The ``meta["kind"]`` of the system turn a ``Ledger`` view shows (views are never stored)."""

@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from typing import Any, Generic, TypeVar, overload
 
 from cognitive._pattern import Pattern, left_open
-from loop import (Options, OutputType, Role, State, Text, TurnExecutor, TurnKind, UsageError, non_negative_int,
-                  provider_info, require, scope, tracing, typed_answer)
+from loop import (Options, OutputType, Role, State, Text, TurnExecutor, TurnKind, UsageError, provider_info, require,
+                  scope, tracing, typed_answer)
+from loop.checks import non_negative_int
 from loop.errors import VerificationFailed
 from verifier import SchemaVerifier, build_report
 

@@ -7,8 +7,9 @@ from typing import cast
 from cognitive._kinds import PatternKind
 from cognitive._loops import watch as _watch
 from cognitive._pattern import check_start, left_open
-from loop import (Options, Role, State, Text, TurnExecutor, TurnRunner, UsageError, current_scope, positive_int,
-                  require, scope, tracing)
+from loop import (Options, Role, State, Text, TurnExecutor, TurnRunner, UsageError, current_scope, require, scope,
+                  tracing)
+from loop.checks import positive_int
 
 _FINAL = Options(tool_choice="none")
 

@@ -9,8 +9,8 @@ import attrs
 
 from cognitive._pattern import Pattern, check_start
 from cognitive._refine import check_critic, check_prompt
-from loop import (Role, State, Text, TurnExecutor, UsageError, ask, branch, positive_int,
-                  positive_number, require, scope, tracing)
+from loop import Role, State, Text, TurnExecutor, UsageError, ask, branch, require, scope, tracing
+from loop.checks import positive_int, positive_number
 from loop.errors import VerificationFailed
 from verifier import Status, Verifier, run_all
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from cognitive._kinds import PatternKind
 from cognitive._pattern import Pattern, check_start, left_open, picked_up
-from loop import (Role, State, Text, TurnRunner, UsageError, ask, branch, non_negative_int, require, scope,
-                  tracing)
+from loop import Role, State, Text, TurnRunner, UsageError, ask, branch, require, scope, tracing
+from loop.checks import non_negative_int
 from loop.errors import VerificationFailed
 
 PROMPT = """\

@@ -9,7 +9,8 @@ from cognitive._kinds import PatternKind
 from cognitive._exchanges import (EXCHANGE, STRAY, canonical_arguments, check_counter, count, excerpt,
                                   split_units)
 from loop import (Executor, Options, Role, State, Text, TokenCounter, ToolCall, Transform, Turn, TurnMiddleware,
-                  TurnRunner, UsageError, approx_tokens, branch, positive_int, require, run_path, tracing)
+                  TurnRunner, UsageError, approx_tokens, branch, require, run_path, tracing)
+from loop.checks import positive_int
 from loop.errors import BudgetExhausted, LoopError
 
 SUMMARY_PROMPT = (

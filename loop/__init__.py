@@ -18,8 +18,6 @@ from loop._events import (
 from loop._argcheck import ArgumentChecker
 from loop._ask import Asked, ask
 from loop._budget import PRICES, Budget, Price, Spend, Spent, charge, offer
-from loop._checks import int_at_least, non_negative_int, positive_int, positive_number
-from loop._codec import delta_from_dict, delta_to_dict, part_from_dict, part_to_dict
 from loop._executor import (Deriver, Described, Executor, Publisher, Sampler, ToolRunner, Transform, Viewer, add_turn,
                             has, provider_info, require)
 from loop._middleware import TurnMiddleware
@@ -136,21 +134,13 @@ __all__ = [
     "charge",
     "charging",
     "current_scope",
-    "delta_from_dict",
-    "delta_to_dict",
     "external_tools",
     "fan_out",
     "has",
     "index_tools",
-    "int_at_least",
     "json_default",
     "main_line",
-    "non_negative_int",
-    "part_from_dict",
-    "part_to_dict",
     "offer",
-    "positive_int",
-    "positive_number",
     "provider_info",
     "require",
     "recording",

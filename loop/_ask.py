@@ -8,7 +8,7 @@ from typing import Any, Generic, TypeVar
 
 import attrs
 
-from loop._checks import non_negative_int
+from loop.checks import non_negative_int
 from loop._output import OutputType
 from loop._parts import Role, Text
 from loop._protocols import Options, TurnRunner

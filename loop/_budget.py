@@ -18,7 +18,7 @@ import anyio
 import attrs
 
 from loop import tracing
-from loop._checks import field_check, positive_int, positive_number
+from loop.checks import field_check, positive_int, positive_number
 from loop._parts import Usage
 from loop._scope import current_scope
 from loop.errors import BudgetExhausted, UsageError

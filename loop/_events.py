@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 
-from loop._checks import positive_int
+from loop.checks import positive_int
 from loop._parts import ToolCall, ToolResult
 from loop._scope import current_scope
 from loop._turn import Turn

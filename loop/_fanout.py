@@ -16,7 +16,7 @@ import anyio.abc
 import attrs
 
 from loop._budget import Spend, Spent
-from loop._checks import positive_int
+from loop.checks import positive_int
 from loop._outcome import FAILED, OK, Outcome
 from loop._scope import branch, charging
 from loop._state import State

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, Union, runtime_checkab
 
 import attrs
 
-from loop._checks import field_check, positive_int
+from loop.checks import field_check, positive_int
 from loop._parts import Part, Role, Usage
 from loop.errors import UsageError
 

@@ -10,7 +10,7 @@ import anyio
 import attrs
 
 from loop._budget import charge_usage
-from loop._checks import positive_int
+from loop.checks import positive_int
 from loop._events import TurnCompleted
 from loop._fanout import fan_out
 from loop._outcome import PENDING

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from loop._checks import non_negative_int
+from loop.checks import non_negative_int
 from loop._outcome import DEGRADED, META_KEY, OK, STATUSES, Outcome, outcome_of_meta, split_old_meta
 from loop._parts import Part, Role, ToolCall, ToolResult, Usage
 from loop._turn import EMPTY, Turn

@@ -21,7 +21,7 @@ import anyio
 import attrs
 
 from loop._argcheck import ArgumentChecker, CheckedArguments
-from loop._checks import positive_number
+from loop.checks import positive_number
 from loop._protocols import ToolSpec
 from loop._schema import conversions, function_schema, json_value
 from loop.errors import UsageError

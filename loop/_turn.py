@@ -9,7 +9,7 @@ from typing import Any
 
 import attrs
 
-from loop._codec import part_from_dict, part_to_dict
+from loop.codec import part_from_dict, part_to_dict
 from loop._parts import PART_TYPES, Part, Role, Text, ToolCall, ToolResult, Usage
 from loop.errors import UsageError
 

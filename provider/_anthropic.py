@@ -11,7 +11,8 @@ from typing import Any
 import httpx
 
 from loop import (Delta, DeltaStream, ProviderInfo, Reasoning, Request, Role, Text, ToolCall, ToolResult, Turn,
-                  UsageError, UseTool, int_at_least, positive_int)
+                  UsageError, UseTool)
+from loop.checks import int_at_least, positive_int
 from loop.errors import StreamError
 from provider._anthropic_events import REDACTED, MessageEvents
 from provider._http import drain, json_data, sse_stream, status_error, transport_error

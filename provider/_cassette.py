@@ -20,7 +20,8 @@ import anyio.to_thread
 import attrs
 
 from loop import (Delta, DeltaStream, Options, Provider, ProviderInfo, Request, Turn, UsageError, UseTool,
-                  delta_from_dict, delta_to_dict, provider_info, require)
+                  provider_info, require)
+from loop.codec import delta_from_dict, delta_to_dict
 from loop.errors import (
     AuthenticationError,
     BadRequestError,

@@ -10,7 +10,8 @@ from typing import Any
 import anyio
 
 from loop import (Finish, Provider, ReasoningDelta, Request, Role, State, Step, Text, TextDelta, ToolCallDelta, Turn,
-                  UsageDelta, has, positive_number)
+                  UsageDelta, has)
+from loop.checks import positive_number
 from loop.errors import ConformanceError
 
 DELTA_TYPES: tuple[type, ...] = (TextDelta, ReasoningDelta, ToolCallDelta, UsageDelta, Finish)

@@ -14,7 +14,8 @@ from typing import Any, Union
 import anyio.lowlevel
 import attrs
 
-from loop import Delta, DeltaStream, Finish, ProviderInfo, Request, TextDelta, UsageError, positive_int
+from loop import Delta, DeltaStream, Finish, ProviderInfo, Request, TextDelta, UsageError
+from loop.checks import positive_int
 from loop.errors import ScriptExhausted
 from provider._replies import Reply, ReplyPart, check_reply, chunks, interleave, reply_deltas
 

@@ -10,8 +10,9 @@ from typing import Any
 
 import anyio
 
-from loop import (Delta, DeltaStream, Provider, ProviderInfo, Request, UsageError, charge, positive_int,
-                  provider_info, require, tracing)
+from loop import (Delta, DeltaStream, Provider, ProviderInfo, Request, UsageError, charge, provider_info, require,
+                  tracing)
+from loop.checks import positive_int
 from loop.errors import ProviderError
 
 _log = tracing.logger("provider.retry")

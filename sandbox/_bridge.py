@@ -17,8 +17,8 @@ from typing import Any
 import anyio
 import attrs
 
-from loop import (ArgumentChecker, Tool, UsageError, index_tools, int_at_least, json_default, non_negative_int,
-                  positive_number, tool_timeout, tracing)
+from loop import ArgumentChecker, Tool, UsageError, index_tools, json_default, tool_timeout, tracing
+from loop.checks import int_at_least, non_negative_int, positive_number
 from sandbox import _stubs
 
 _PATHLIKE = re.compile(r"(^|_)(path|paths|file|files|filename|filenames|dir|dirs|directory|folder)$", re.I)

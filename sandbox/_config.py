@@ -9,7 +9,8 @@ from typing import Any
 
 import attrs
 
-from loop import UsageError, int_at_least, positive_int, positive_number
+from loop import UsageError
+from loop.checks import int_at_least, positive_int, positive_number
 
 DEFAULT_IMAGE = "cognitive-loop-sandbox:latest"
 MIN_MEMORY_MB = 32  # below this the Python supervisor and interpreter cannot start reliably

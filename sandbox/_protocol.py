@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, Union, runtime_check
 
 import attrs
 
-from loop import LoopError, UsageError, positive_number
+from loop import LoopError, UsageError
+from loop.checks import positive_number
 
 if TYPE_CHECKING:
     from sandbox._bridge import ToolBridge

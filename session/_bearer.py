@@ -15,7 +15,8 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from loop import Turn, UsageError, positive_int
+from loop import Turn, UsageError
+from loop.checks import positive_int
 from session._manager import Manager, SessionLimit
 from session._session import Session
 

@@ -13,8 +13,8 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from loop import (EventBus, LoopError, Provider, State, Step, Tool, Turn, TurnExecutor, UsageError, has,
-                  positive_int, positive_number, tracing)
+from loop import EventBus, LoopError, Provider, State, Step, Tool, Turn, TurnExecutor, UsageError, has, tracing
+from loop.checks import positive_int, positive_number
 from session._groups import unwrap
 from session._resume import history_of, resume
 from session._session import Session, TurnProcessor

@@ -19,7 +19,8 @@ import anyio.abc
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from loop import LoopError, UsageError, positive_number, tracing
+from loop import LoopError, UsageError, tracing
+from loop.checks import positive_number
 
 _log = tracing.logger("session.serving")
 

@@ -15,7 +15,8 @@ import anyio.abc
 
 from cognitive import TurnProcessor as TurnProcessor  # re-exported: session's lazy exports name it here
 from loop import (EventBus, Options, OutputType, Role, State, ToolSpec, Turn, TurnExecutor, UsageError, Wake,
-                  main_line, non_negative_int, tracing)
+                  main_line, tracing)
+from loop.checks import non_negative_int
 from session._events import (
     Interrupted,
     MessageFailed,

@@ -6,7 +6,6 @@ import importlib
 import inspect
 import pkgutil
 
-import loop
 from loop import LoopError
 from tests.loop.test_errors import drawn_tree
 

@@ -12,7 +12,8 @@ from typing import Union
 import anyio
 from anyio.abc import ByteSendStream
 
-from loop import State, UsageError, positive_number
+from loop import State, UsageError
+from loop.checks import positive_number
 from sandbox import ExecResult, Sandbox, SandboxError, reap
 from verifier._core import Result, Status
 

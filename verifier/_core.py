@@ -10,7 +10,8 @@ from typing import Protocol, runtime_checkable
 import anyio
 import attrs
 
-from loop import State, UsageError, branch, positive_number, tracing
+from loop import State, UsageError, branch, tracing
+from loop.checks import positive_number
 from loop.errors import BudgetExhausted
 
 _log = tracing.logger("verifier")

@@ -6,8 +6,8 @@ from typing import Annotated, Any
 
 import attrs
 
-from loop import (Options, Role, State, Text, ToolCall, ToolResult, Turn, TurnRunner, UsageError, ask, branch,
-                  non_negative_int, require)
+from loop import Options, Role, State, Text, ToolCall, ToolResult, Turn, TurnRunner, UsageError, ask, branch, require
+from loop.checks import non_negative_int
 from loop.errors import VerificationFailed
 from verifier._core import Result, Status
 

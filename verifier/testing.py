@@ -14,7 +14,8 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from loop import State, UsageError, positive_number
+from loop import State, UsageError
+from loop.checks import positive_number
 from loop.errors import ConformanceError
 from verifier._core import Result, Status
 

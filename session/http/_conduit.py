@@ -11,7 +11,8 @@ import anyio.abc
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
-from loop import UsageError, positive_int, positive_number
+from loop import UsageError
+from loop.checks import positive_int, positive_number
 from provider import is_loopback
 from session._bearer import TokenQuota
 from session._manager import Manager

@@ -12,7 +12,8 @@ from typing import Any, Union
 import anyio
 import attrs
 
-from loop import EventBus, Stamped, UsageError, non_negative_int, positive_int
+from loop import EventBus, Stamped, UsageError
+from loop.checks import non_negative_int, positive_int
 from session.http._wire import dumps, event_to_json
 
 __all__ = ["EventLog", "EventReader", "EventsLost", "LoggedEvent", "time_ids"]

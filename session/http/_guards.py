@@ -21,7 +21,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from loop import LoopError, positive_int, positive_number, tracing
+from loop import LoopError, tracing
+from loop.checks import positive_int, positive_number
 from session._bearer import BearerAuth as BearerAuth  # the conduit's guards include the shared bearer check
 from session._bearer import under
 from session._manager import SessionLimit

@@ -11,23 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from loop import (
-    BudgetReport,
-    Delta,
-    EventsDropped,
-    Finish,
-    ReasoningDelta,
-    TextDelta,
-    ToolCallDelta,
-    ToolFinished,
-    ToolStarted,
-    TurnCompleted,
-    TurnFailed,
-    TurnStarted,
-    UsageDelta,
-    delta_to_dict,
-    part_to_dict,
-)
+from loop import (BudgetReport, Delta, EventsDropped, Finish, ReasoningDelta, TextDelta, ToolCallDelta, ToolFinished,
+                  ToolStarted, TurnCompleted, TurnFailed, TurnStarted, UsageDelta)
+from loop.codec import delta_to_dict, part_to_dict
 from session._events import Interrupted, MessageFailed, MessageFinished, MessageQueued, MessageStarted, TurnStored
 from session._serving import json_text
 

@@ -26,8 +26,8 @@ from mcp.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
-from loop import (LoopError, Role, State, ToolFinished, TurnCompleted, UsageError, positive_int, positive_number,
-                  tracing)
+from loop import LoopError, Role, State, ToolFinished, TurnCompleted, UsageError, tracing
+from loop.checks import positive_int, positive_number
 from provider import is_loopback
 from session._manager import Manager
 from session._serving import DEFAULT_MAX_BODY_BYTES, listen, serve_asgi

@@ -13,7 +13,8 @@ from typing import Any, Union
 
 import attrs
 
-from loop import UsageError, positive_number
+from loop import UsageError
+from loop.checks import positive_number
 
 UNSAFE = re.compile(r"[^A-Za-z0-9_-]")  # model APIs accept tool names of letters, digits, '_' and '-' only
 

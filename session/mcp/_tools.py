@@ -26,7 +26,8 @@ import anyio.abc
 import jsonschema
 import mcp_types as types
 
-from loop import ToolSpec, UsageError, positive_number, tracing
+from loop import ToolSpec, UsageError, tracing
+from loop.checks import positive_number
 from session._groups import errors_in, unwrap
 from session.mcp._connection import Connection, MCPConnectionError, MCPToolError, render_result
 from session.mcp._servers import UNSAFE, MCPHTTPServer, MCPServer, MCPStdioServer

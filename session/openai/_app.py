@@ -102,7 +102,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from loop import EventBus, LoopError, ToolRunner, UsageError, has, positive_int, positive_number, tracing
+from loop import EventBus, LoopError, ToolRunner, UsageError, has, tracing
+from loop.checks import positive_int, positive_number
 from session._bearer import BearerAuth, TokenQuota
 from session._manager import Manager, SessionLimit
 from session._serving import DEFAULT_MAX_BODY_BYTES

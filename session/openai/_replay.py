@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from loop import positive_int, positive_number
+from loop.checks import positive_int, positive_number
 from session._serving import json_text
 from session.openai._answer import Answer, sse, stream_tool_calls
 from session.openai._errors import OpenAIError

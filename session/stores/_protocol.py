@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from loop import LoopError, Role, State, Turn, UsageError, non_negative_int
+from loop import LoopError, Role, State, Turn, UsageError
+from loop.checks import non_negative_int
 
 
 class StoreError(LoopError):

@@ -5,18 +5,8 @@ from typing import Any
 
 import pytest
 
-from loop import (
-    Budget,
-    EventBus,
-    Options,
-    ToolPipeline,
-    UsageError,
-    int_at_least,
-    non_negative_int,
-    positive_int,
-    positive_number,
-    tool,
-)
+from loop import Budget, EventBus, Options, ToolPipeline, UsageError, tool
+from loop.checks import int_at_least, non_negative_int, positive_int, positive_number
 
 NOT_NUMBERS = [True, False, "3", b"3", [3], None, object()]
 

@@ -9,8 +9,9 @@ import attrs
 import pytest
 
 from loop import Finish, Reasoning, ReasoningDelta, Text, TextDelta, ToolCall, ToolCallDelta, ToolResult, Turn, Usage
-from loop import UsageDelta, UsageError, delta_from_dict, delta_to_dict, part_from_dict, part_to_dict
-from loop._codec import _DELTAS, _PARTS
+from loop import UsageDelta, UsageError
+from loop.codec import delta_from_dict, delta_to_dict, part_from_dict, part_to_dict
+from loop.codec import _DELTAS, _PARTS
 
 # The forms stored turns and recorded cassettes hold today, to the key order: these must always read back.
 PARTS: list[tuple[Any, str]] = [

@@ -27,6 +27,8 @@ from loop._parts import Part, Reasoning, Text, ToolCall, ToolResult, Usage
 from loop._protocols import Delta, Finish, ReasoningDelta, TextDelta, ToolCallDelta, UsageDelta
 from loop.errors import UsageError
 
+__all__ = ["delta_from_dict", "delta_to_dict", "part_from_dict", "part_to_dict"]
+
 # What a field may hold in JSON, by the name its error message gives it.
 _HOLDS: dict[str, Callable[[Any], bool]] = {
     "str": lambda v: isinstance(v, str),

@@ -15,6 +15,8 @@ import attrs
 
 from loop.errors import UsageError
 
+__all__ = ["field_check", "int_at_least", "non_negative_int", "positive_int", "positive_number"]
+
 
 @overload
 def int_at_least(name: str, value: object, minimum: int, *, optional: Literal[False] = ...) -> int: ...
