@@ -155,8 +155,9 @@ async def add_turn(runner: object, state: State, role: Role, *parts: Part,
 
 
 def provider_info(provider: object) -> ProviderInfo:
-    """What ``provider`` says of itself (``Described``), or what is assumed of one that says nothing: no model
-    name, one choice per request, and native structured output and streamed usage until it shows otherwise."""
+    """What ``provider`` says of itself (``Described``; a ``Step`` and turn middleware say it of their provider),
+    or what is assumed of one that says nothing: no model name, one choice per request, no schema beside tools,
+    and usage in its streams."""
     if has(provider, Described):
         info: ProviderInfo = provider.info  # type: ignore[attr-defined]  # checked: Described
         return info
