@@ -9,7 +9,7 @@ import pytest
 
 import loop
 from loop import (Delta, Finish, Options, ProviderInfo, Request, Role, Stamped, State, Step, Text, TextDelta,
-                  ToolResult, Usage, UsageError, tool)
+                  ToolResult, Usage, UsageError, provider_info, tool)
 from loop._budget import Spend
 from loop._scope import charging
 from provider import Function, tool_call
@@ -24,8 +24,9 @@ class Recorded:
         self.inner = inner
         self.requests: list[Request] = []
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+    @property
+    def info(self) -> ProviderInfo:
+        return provider_info(self.inner)  # how a provider wrapper forwards what its provider says
 
     def stream(self, request: Request) -> AsyncIterator[Delta]:
         self.requests.append(request)
@@ -33,7 +34,8 @@ class Recorded:
 
 
 class OneAtATime:
-    """A provider that says nothing of itself (one choice per request): one answer per request, naming its seed and path."""
+    """A provider that says nothing of itself (one choice per request): one answer per request, naming its
+    seed and path."""
 
     def __init__(self) -> None:
         self.requests: list[Request] = []
