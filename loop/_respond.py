@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -10,23 +11,35 @@ from loop import tracing
 from loop._accumulate import Accumulator
 from loop._events import EventBus, TurnCompleted, TurnFailed
 from loop._executor import has
-from loop._protocols import DeltaStream, Options, Provider, Request
+from loop._protocols import Delta, DeltaStream, Options, Provider, Request
 from loop._turn import Turn
 from loop.errors import StreamError, UsageError
 
 
 async def stream_turn(provider: Provider, request: Request, bus: EventBus) -> Turn:
     """The turn ``provider`` streams for ``request`` (one choice)."""
-    accs: list[Accumulator] = []
-    await _stream(provider, request, bus, accs, 1)
-    return (accs[0] if accs else Accumulator()).turn(request.options.model)
+    acc = Accumulator()
+    await _stream(provider, request, bus, acc.add, acc)
+    return acc.turn(request.options.model)
 
 
 async def stream_choices(provider: Provider, request: Request, bus: EventBus, n: int) -> list[Turn | None]:
     """The turns of the ``n`` choices one response streams (``None`` for a choice it never sent); every turn is
     published complete at the end."""
-    accs: list[Accumulator] = []
-    seen = await _stream(provider, request, bus, accs, n)
+    accs = [Accumulator() for _ in range(n)]
+    seen: set[int] = set()
+
+    def take(delta: Delta) -> None:
+        try:
+            choice = delta.choice
+        except AttributeError:
+            choice = 0  # not a delta: the accumulator refuses it, naming it
+        if not 0 <= choice < n:
+            raise StreamError(f"the provider streamed choice {choice} of a request for {n} choices")
+        accs[choice].add(delta)
+        seen.add(choice)
+
+    await _stream(provider, request, bus, take, accs[0])
     model = request.options.model
     turns: list[Turn | None] = [acc.turn(model) if index in seen else None for index, acc in enumerate(accs)]
     for turn in turns:
@@ -35,14 +48,13 @@ async def stream_choices(provider: Provider, request: Request, bus: EventBus, n:
     return turns
 
 
-async def _stream(provider: Provider, request: Request, bus: EventBus, accs: list[Accumulator], n: int) -> set[int]:
-    """Stream ``request`` into ``accs`` (one accumulator per choice, made at the first delta: nothing is held
-    while the model thinks); the choices seen. Publishes every delta, and ``TurnFailed`` if it fails."""
+async def _stream(provider: Provider, request: Request, bus: EventBus, take: Callable[[Delta], None],
+                  first: Accumulator) -> None:
+    """Stream ``request``, handing every delta to ``take`` and publishing it; ``TurnFailed`` if it fails. The
+    stream is closed however it ends; the span records ``first``'s usage."""
     tracer = tracing.current_tracer()
-    opts = request.options
-    seen: set[int] = set()
     try:
-        with _chat_span(tracer, opts) as span:
+        with _chat_span(tracer, request.options) as span:
             stream = provider.stream(request)
             if not has(stream, DeltaStream):  # the one place the DeltaStream contract is checked
                 raise UsageError(f"{provider!r}.stream() returned {stream!r}, which cannot be closed (no "
@@ -50,17 +62,7 @@ async def _stream(provider: Provider, request: Request, bus: EventBus, accs: lis
                                  "async generator")
             try:
                 async for delta in stream:
-                    try:
-                        choice = delta.choice
-                    except AttributeError:
-                        choice = 0  # not a delta: the accumulator refuses it, naming it
-                    if choice >= len(accs):
-                        if not 0 <= choice < n:
-                            raise StreamError(f"the provider streamed choice {choice} of a request for {n} "
-                                              f"choice{'s' if n > 1 else ''}")
-                        accs.extend(Accumulator() for _ in range(n - len(accs)))
-                    accs[choice].add(delta)
-                    seen.add(choice)
+                    take(delta)
                     bus.publish(delta)
             except BaseException:
                 # Release the provider's connection even when the turn is being cancelled.
@@ -68,12 +70,11 @@ async def _stream(provider: Provider, request: Request, bus: EventBus, accs: lis
                     await stream.aclose()
                 raise
             await stream.aclose()
-            if tracer is not None and accs:
-                _record_usage(span, accs[0])
+            if tracer is not None:
+                _record_usage(span, first)
     except BaseException as exc:
         bus.publish(TurnFailed(exc))
         raise
-    return seen
 
 
 def _chat_span(tracer: Any, opts: Options) -> Any:
