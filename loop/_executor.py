@@ -128,7 +128,7 @@ def has(value: object, ability: type) -> bool:
     found = _HAS.get(key)
     if found is None:
         found = isinstance(value, ability)
-        if not hasattr(cls, "__getattr__"):
+        if not any("__getattr__" in vars(base) for base in cls.__mro__):
             _HAS[key] = found
     return found
 
