@@ -32,11 +32,11 @@ class WithOutput(Generic[T]):
     (``ProviderInfo.json_schema``: OpenAI's ``response_format``), the inner run is asked for its answer in
     that shape (``loop.typed_answer``: ``ReAct`` and ``SingleShot`` ask their main-line turns for it), so a
     compliant model answers in one call. If the inner run's answer already holds JSON that validates, that is
-    the answer. Otherwise one tool-free
-    formatting turn is asked for, with the schema, through ``step``: ``mode="native"`` asks the provider for
-    structured output (``Options.output_schema``: OpenAI's ``response_format``, a forced output tool on
-    Anthropic), ``mode="text"`` asks for the JSON in the text and extracts it. Only that formatting turn is
-    retried, up to ``max_retries`` times, each time with the validation report as a ``SYSTEM`` turn, so a
+    the answer. Otherwise one tool-free formatting turn is asked for, with the schema, through ``step`` (after
+    the validation report, when the answer was already asked in the schema): ``mode="native"`` asks the
+    provider for structured output (``Options.output_schema``: OpenAI's ``response_format``, a forced output
+    tool on Anthropic), ``mode="text"`` asks for the JSON in the text and extracts it. Only that formatting
+    turn is retried, up to ``max_retries`` times, each time with the validation report as a ``SYSTEM`` turn, so a
     tool with side effects never runs again for a format error. The validated JSON is kept in the answer's
     outcome (``data[path] == {"type": name, "value": json}``); ``answer_value(state, output_type)`` reads the
     typed value back from any stored conversation.

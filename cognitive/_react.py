@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import cast
-
 from cognitive._kinds import PatternKind
 from cognitive._loops import watch as _watch
 from cognitive._pattern import check_start, left_open
-from loop import (Options, Role, State, Text, TurnExecutor, TurnRunner, UsageError, current_scope, require, scope,
+from loop import (Options, Role, State, Text, TurnRunner, UsageError, add_turn, current_scope, require, scope,
                   tracing)
 from loop.checks import positive_int
 
@@ -38,8 +36,7 @@ class ReAct:
     called again with the same arguments (compared after parsing, ignoring key order, letter case and
     whitespace in strings). After the first repeat a system turn (``meta["kind"] == "loop_note"``) tells the
     model it already has that result; a further repeat of any call stops the run with a tool-free final answer,
-    marked ``degraded``. Only calls made in this run count: asking again in a later message is no loop. The
-    note is submitted through ``step``, which must then be a ``TurnExecutor``.
+    marked ``degraded``. Only calls made in this run count: asking again in a later message is no loop.
     """
 
     __slots__ = ("step", "max_turns", "detect_loops")
@@ -48,9 +45,6 @@ class ReAct:
         _check_runner(step, "ReAct")
         if not isinstance(detect_loops, bool):
             raise UsageError(f"detect_loops must be True or False, got {detect_loops!r}")
-        if detect_loops:
-            require(step, TurnExecutor, "ReAct(detect_loops=True)", "a TurnExecutor (turn and submit) to add its "
-                    "notes with")
         self.step: TurnRunner = step
         self.max_turns = positive_int("max_turns", max_turns)
         self.detect_loops = detect_loops
@@ -74,8 +68,8 @@ class ReAct:
                 elif seen is not None and last is not None and last.role is Role.TOOL:
                     note, looping = _watch(state, seen)
                     if note is not None:  # a turn of its own: what was stored is never rewritten
-                        state = await cast(TurnExecutor, step).submit(state, Role.SYSTEM, Text(note),
-                                                                      meta={"kind": PatternKind.LOOP_NOTE})
+                        state = await add_turn(step, state, Role.SYSTEM, Text(note),
+                                               meta={"kind": PatternKind.LOOP_NOTE})
                     if looping is not None:
                         state = await step.turn(state, final)
                         return state.degrade(f"ReAct stopped a tool loop: {looping}; the final answer was asked "
