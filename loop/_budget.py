@@ -21,11 +21,11 @@ from loop import tracing
 from loop.checks import field_check, positive_int, positive_number
 from loop._parts import Usage
 from loop._scope import current_scope
+from loop._state import State
 from loop.errors import BudgetExhausted, UsageError
 
 if TYPE_CHECKING:
     from loop._scope import Line
-    from loop._state import State
 
 
 _log = tracing.logger("loop.budget")
@@ -376,6 +376,10 @@ def offer(state: State, score: float | None = None) -> None:
     ``cognitive.WithBudget`` answers from the best candidate instead of the main line's last state, and says so.
     A candidate with a ``score`` replaces one with a lower score or none; without scores the latest wins.
     ``state`` must extend the state the budget's run started from (a branch forked from it does)."""
+    if not isinstance(state, State):
+        raise UsageError(f"offer takes the candidate's loop.State, got {type(state).__name__}")
+    if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
+        raise UsageError(f"offer's score must be a number or None, got {score!r}")
     for spend in current_scope().budgets:
         if spend.best is None or score is None or spend.best_score is None or score >= spend.best_score:
             spend.best = state

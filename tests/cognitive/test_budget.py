@@ -659,3 +659,10 @@ async def test_a_candidate_from_another_conversation_is_not_taken_for_the_answer
 
     state = await WithBudget(Stray(), Budget(max_turns=2)).run(START)
     assert state.answer != "not ours" and state.prefix(len(START)) == START
+
+
+def test_offer_refuses_what_is_not_a_candidate() -> None:
+    with pytest.raises(UsageError, match="offer takes the candidate's loop.State, got str"):
+        loop.offer("the answer")  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="score must be a number or None, got 'high'"):
+        loop.offer(START, "high")  # type: ignore[arg-type]
