@@ -9,7 +9,7 @@ import anyio
 from cognitive._kinds import PatternKind
 from cognitive._pattern import Pattern, left_open
 from loop import (Budget, BudgetReport, Options, Publisher, Role, Spend, State, Text, ToolResult, TurnRunner,
-                  UsageError, add_turn, charging, current_scope, has, require, scope, tracing)
+                  UsageError, add_turn, charging, has, require, scope, tracing)
 from loop.errors import BudgetExhausted
 
 _FINAL = Options(tool_choice="none")
@@ -56,23 +56,21 @@ class WithBudget:
         with scope("WithBudget"), tracing.NOOP_SPAN if tracer is None else tracing.start(
                 tracer, "invoke_agent WithBudget", {"gen_ai.operation.name": "invoke_agent",
                                                     "gen_ai.agent.name": "WithBudget", "budget.name": budget.name}) as span:
-            here = current_scope()
-            spend = Spend(budget, here.line, here.task)
-            spend.tip = state
+            spend = Spend(budget, start=state)
             result: State | None = None
             with anyio.CancelScope() as cancel:
                 if budget.deadline is not None:
                     cancel.deadline = anyio.current_time() + budget.deadline
-                spend.cancel_scope = cancel
+                spend.cancels(cancel)
                 with charging(spend):
                     try:
                         result = await self.inner.run(state)
                     except BaseException as exc:
                         if not _ours(exc, spend):
                             raise
-            spend.cancel_scope = None
+            spend.cancels(None)
             if result is None and spend.exhausted is None:
-                spend.exhausted = f"deadline={budget.deadline:g}s passed"
+                spend.exhaust(f"deadline={budget.deadline:g}s passed")
             span.set_attribute("budget.exhausted", spend.exhausted or "")
             if result is not None:
                 self._report(spend)
@@ -102,7 +100,7 @@ class WithBudget:
         if pending:  # the run stopped between a model's calls and their results: answer them first
             base = base.append(Role.TOOL, *(ToolResult(c.id, c.name, "error: not run: the budget ran out",
                                                        is_error=True) for c in pending))
-        spend.closed = True  # the final answer is charged and reported, never refused
+        spend.close()  # the final answer is charged and reported, never refused
         with charging(spend):
             note = Text(NOTE.format(reason=spend.exhausted))
             base = await add_turn(runner, base, Role.SYSTEM, note, meta={"kind": PatternKind.BUDGET})

@@ -204,33 +204,90 @@ def summary(by_path: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 class Spend:
-    """The live spend of one run against ``budget`` (``None``: a tally that only counts, as each fan-out
-    branch keeps), kept per run path, discarded branches included.
+    """The spend of one run against ``budget`` (``None``: a tally that only counts, as each fan-out branch
+    keeps), kept per run path, discarded branches included.
 
-    A pattern that owns a budget (``cognitive.WithBudget``) makes one per run and charges what runs inside
-    with ``with loop.charging(spend):``. ``exhausted`` says why it ran out (``None`` while it has not),
-    ``refused`` whether a call was refused for it, ``tip`` is the latest state of the line it was opened on,
-    ``runner`` a step that ran on it, and ``cancel_scope`` is cancelled when it runs out. The step and the
-    tool pipeline do the charging."""
+    A pattern that owns a budget (``cognitive.WithBudget``) makes one per run, ``Spend(budget, start=state)``,
+    and charges what runs inside with ``with loop.charging(spend):``; the step and the tool pipeline do the
+    charging. What it hands out is read-only or a frozen snapshot: ``spent`` and ``by_path`` (``Spent``
+    values), ``exhausted`` (why it ran out, ``None`` while it has not), ``refused`` (whether a call was
+    refused for it), ``tip`` (the latest state of the line it was opened on), ``runner`` (a step that ran on
+    it), ``best`` (the best candidate a branch-running pattern offered, see ``offer``), ``unpriced`` (models
+    that answered with no known price) and ``report()``. It changes only through its verbs: ``exhaust``,
+    ``refuse``, ``cancels`` and ``close``."""
 
-    __slots__ = ("budget", "_total", "_by_path", "exhausted", "refused", "cancel_scope", "line", "task", "tip",
-                 "runner", "closed", "unpriced", "best", "best_score")
+    __slots__ = ("_budget", "_total", "_by_path", "_exhausted", "_refused", "_cancel_scope", "_line", "_task",
+                 "_tip", "_runner", "_closed", "_unpriced", "_best", "_best_score")
 
-    def __init__(self, budget: Budget | None, line: Line | None = None, task: Any = None) -> None:
-        self.budget = budget
+    def __init__(self, budget: Budget | None, *, start: State | None = None) -> None:
+        if budget is not None and not isinstance(budget, Budget):
+            raise UsageError(f"Spend takes a loop.Budget or None, got {budget!r}")
+        self._budget = budget
         self._total: list[Any] = [0, 0, 0, 0, 0, 0.0]  # a row: five int counts, then the float cost
         self._by_path: dict[str, list[Any]] = {}
-        self.exhausted: str | None = None  # why the budget ran out
-        self.refused = False  # whether a call was refused for it: the run's answer lacks what it would have done
-        self.cancel_scope: anyio.CancelScope | None = None  # cancelled when it runs out
-        self.line = line  # the line whose latest state ``tip`` follows
-        self.task = task
-        self.tip: State | None = None
-        self.runner: Any = None  # the step that ran the tip's last turn
-        self.closed = False  # past exhaustion: charged, never refused (the final answer)
-        self.unpriced: tuple[str, ...] = ()  # models that answered with no known price: their cost is unknown
-        self.best: State | None = None  # the best candidate answer a branch-running pattern offered (``offer``)
-        self.best_score: float | None = None
+        self._exhausted: str | None = None
+        self._refused = False
+        self._cancel_scope: anyio.CancelScope | None = None  # cancelled when it runs out
+        self._line: Line | None = None  # the line whose latest state ``tip`` follows
+        self._task: Any = None
+        self._tip: State | None = start
+        self._runner: Any = None
+        self._closed = False  # past exhaustion: charged, never refused (the final answer)
+        self._unpriced: tuple[str, ...] = ()
+        self._best: State | None = None
+        self._best_score: float | None = None
+        if start is not None:
+            here = current_scope()
+            self._line, self._task = here.line, here.task
+
+    @property
+    def budget(self) -> Budget | None:
+        return self._budget
+
+    @property
+    def exhausted(self) -> str | None:
+        """Why the budget ran out, or ``None`` while it has not."""
+        return self._exhausted
+
+    @property
+    def refused(self) -> bool:
+        """Whether a call was refused for it: the run's answer lacks what that call would have done."""
+        return self._refused
+
+    @property
+    def closed(self) -> bool:
+        """Whether it is past exhaustion (``close``): still charged, never refusing."""
+        return self._closed
+
+    @property
+    def tip(self) -> State | None:
+        """The latest state of the line the spend was opened on (its ``start`` until a turn runs there)."""
+        return self._tip
+
+    @property
+    def runner(self) -> Any:
+        """The step that ran the tip's last turn, or a step that ran on this spend at all; ``None`` if none did."""
+        return self._runner
+
+    @property
+    def best(self) -> State | None:
+        """The best candidate answer offered (``loop.offer``), or ``None``."""
+        return self._best
+
+    @property
+    def unpriced(self) -> tuple[str, ...]:
+        """Models that answered with no known price: their cost is unknown."""
+        return self._unpriced
+
+    def cancels(self, scope: anyio.CancelScope | None) -> None:
+        """Cancel ``scope`` when the budget runs out (``None``: nothing any more)."""
+        if scope is not None and not isinstance(scope, anyio.CancelScope):
+            raise UsageError(f"cancels takes an anyio.CancelScope or None, got {scope!r}")
+        self._cancel_scope = scope
+
+    def close(self) -> None:
+        """From now on, charge what runs but refuse nothing: the final answer written past exhaustion."""
+        self._closed = True
 
     def _add(self, index: int, amount: Any, path: str) -> None:
         self._total[index] += amount
@@ -241,11 +298,11 @@ class Spend:
 
     def refusal(self, index: int) -> str | None:
         """Why one more turn (``_TURNS``) or tool call (``_TOOLS``) would pass the budget, or ``None``."""
-        budget = self.budget
-        if budget is None or self.closed:
+        budget = self._budget
+        if budget is None or self._closed:
             return None
-        if self.exhausted is not None:
-            return self.exhausted
+        if self._exhausted is not None:
+            return self._exhausted
         limit = budget.max_turns if index == _TURNS else budget.max_tool_calls
         if limit is not None and self._total[index] >= limit:
             return f"max_{'turns' if index == _TURNS else 'tool_calls'}={limit} reached"
@@ -253,36 +310,36 @@ class Spend:
 
     def refuse(self, reason: str) -> None:
         """Mark the budget run out because a call was refused; the run stops at its next model call."""
-        self.refused = True
-        if self.exhausted is None:
-            self.exhausted = reason
+        self._refused = True
+        if self._exhausted is None:
+            self._exhausted = reason
 
     def exhaust(self, reason: str) -> None:
-        """Mark the budget run out and cancel what runs inside its ``WithBudget``."""
-        self.refused = True
-        if self.exhausted is None:
-            self.exhausted = reason
-        if self.cancel_scope is not None:
-            self.cancel_scope.cancel()
+        """Mark the budget run out and cancel what runs inside its ``WithBudget`` (see ``cancels``)."""
+        self._refused = True
+        if self._exhausted is None:
+            self._exhausted = reason
+        if self._cancel_scope is not None:
+            self._cancel_scope.cancel()
 
-    def usage(self, usage: Usage, model: str | None, path: str) -> str | None:
+    def _usage(self, usage: Usage, model: str | None, path: str) -> str | None:
         """Charge a response's usage; why a token or cost limit is now passed (soft limits), or ``None``."""
         self._add(_IN, usage.input_tokens, path)
         self._add(_OUT, usage.output_tokens, path)
         if usage.cache_read_tokens:
             self._add(_CACHED, usage.cache_read_tokens, path)
-        budget = self.budget
+        budget = self._budget
         price = (budget or _NO_LIMITS).price(model)
         if price is not None:
             self._add(_COST, price.cost(usage), path)
         elif budget is not None and budget.max_cost is not None:
             # The call is paid for and its answer is kept: its cost is unknown, which the outcome says.
             name = model or "(unnamed)"
-            if name not in self.unpriced:
-                self.unpriced += (name,)
+            if name not in self._unpriced:
+                self._unpriced += (name,)
                 _log.warning("a model with no known price answered under max_cost; its cost is counted as 0",
                              budget=budget.name, model=name)
-        if budget is None or self.closed or self.exhausted is not None:
+        if budget is None or self._closed or self._exhausted is not None:
             return None
         total = self._total
         for index, limit, label in ((_IN, budget.max_input_tokens, "max_input_tokens"),
@@ -292,8 +349,8 @@ class Spend:
                 return f"{label}={limit:g} passed ({total[index]:g} spent)"
         return None
 
-    def check_priced(self, model: str | None) -> None:
-        budget = self.budget
+    def _check_priced(self, model: str | None) -> None:
+        budget = self._budget
         if budget is not None and budget.max_cost is not None and budget.price(model) is None:
             raise UsageError(f"budget {budget.name!r} has max_cost but model {model!r} has no known price; "
                              "pass Budget(prices={...: loop.Price(input, output)}) for it")
@@ -315,12 +372,12 @@ class Spend:
         fan-out add up under ``name *``, calls of one tool under ``tool:NAME``; ``by_path`` of the spend itself
         and the ``BudgetReport`` event keep every path)."""
         out: dict[str, Any] = {"spent": _row_dict(self._total), "by_path": summary(self._by_path)}
-        if self.budget is not None:
-            out["budget"] = self.budget.name
-        if self.exhausted is not None:
-            out["exhausted"] = self.exhausted
-        if self.unpriced:
-            out["unpriced"] = list(self.unpriced)
+        if self._budget is not None:
+            out["budget"] = self._budget.name
+        if self._exhausted is not None:
+            out["exhausted"] = self._exhausted
+        if self._unpriced:
+            out["unpriced"] = list(self._unpriced)
         return out
 
 
@@ -347,9 +404,9 @@ def reserve(budgets: tuple[Spend, ...], index: int, path: str, state: State | No
 
 
 def exhausted_error(spend: Spend, state: State | None) -> BudgetExhausted:
-    budget = spend.budget
+    budget = spend._budget
     name = budget.name if budget is not None else "budget"
-    error = BudgetExhausted(f"budget {name!r} ran out: {spend.exhausted}", state=state, budget=budget)
+    error = BudgetExhausted(f"budget {name!r} ran out: {spend._exhausted}", state=state, budget=budget)
     error.spend = spend
     return error
 
@@ -381,17 +438,17 @@ def offer(state: State, score: float | None = None) -> None:
     if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
         raise UsageError(f"offer's score must be a number or None, got {score!r}")
     for spend in current_scope().budgets:
-        if spend.best is None or score is None or spend.best_score is None or score >= spend.best_score:
-            spend.best = state
-            spend.best_score = score
+        if spend._best is None or score is None or spend._best_score is None or score >= spend._best_score:
+            spend._best = state
+            spend._best_score = score
 
 
 def charge_usage(budgets: tuple[Spend, ...], usage: Usage, model: str | None, path: str) -> Spend | None:
     """Charge ``usage`` to every budget; the first whose soft limit it passes (now exhausted), or ``None``."""
     passed: Spend | None = None
     for spend in budgets:
-        reason = spend.usage(usage, model, path)
+        reason = spend._usage(usage, model, path)
         if reason is not None:
-            spend.exhausted = reason
+            spend._exhausted = reason
             passed = passed or spend
     return passed

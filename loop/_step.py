@@ -306,9 +306,9 @@ class Step:
     def _reserve_turn(self, budgets: tuple[Spend, ...], scope: RunScope, state: State, opts: Options) -> None:
         model = self._model(opts)
         for spend in budgets:
-            if spend.runner is None:
-                spend.runner = self  # a step that can write the final answer, even if only branches ran
-            spend.check_priced(model)
+            if spend._runner is None:
+                spend._runner = self  # a step that can write the final answer, even if only branches ran
+            spend._check_priced(model)
         try:
             reserve(budgets, _TURNS, scope.path, state)
         except BudgetExhausted as exc:
@@ -319,13 +319,13 @@ class Step:
         """Tell the budgets whose run this line is about its newest state (their final answer starts there)."""
         task = None
         for spend in scope.budgets:
-            if spend.line is scope.line:
-                if spend.task is not None:
+            if spend._line is scope.line:
+                if spend._task is not None:
                     task = task or current_task()
-                    if spend.task is not task:
+                    if spend._task is not task:
                         continue
-                spend.tip = state
-                spend.runner = self
+                spend._tip = state
+                spend._runner = self
 
     async def _cancelled(self, state: State, recorder: Recorder | None, scope: RunScope,
                          left: tuple[ToolCall, ...], answered: tuple[ToolResult, ...], exc: BaseException) -> None:

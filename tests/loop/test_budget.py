@@ -8,6 +8,7 @@ charge, which limits are hard and which soft.
 from collections.abc import AsyncIterator
 from typing import Any
 
+import attrs
 import pytest
 
 import loop
@@ -128,6 +129,27 @@ def test_spent_adds_up_and_drops_zeros_in_json() -> None:
     assert total == Spent(turns=3, tool_calls=1, input_tokens=10, cost=0.5)
     assert total.to_dict() == {"turns": 3, "tool_calls": 1, "input_tokens": 10, "cost": 0.5}
     assert Spent().to_dict() == {}
+
+
+async def test_a_spend_hands_out_read_only_values_and_frozen_snapshots() -> None:
+    spend = Spend(Budget(name="b"), start=START)
+    step = Step(answering("gpt-4o", Usage(100, 10)))
+    with charging(spend):
+        await step.turn(START)
+    spent, by_path = spend.spent, spend.by_path
+    for name in ("budget", "exhausted", "refused", "tip", "runner", "best", "unpriced", "closed"):
+        with pytest.raises(AttributeError):
+            setattr(spend, name, None)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        spent.turns = 5  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        by_path["x"] = Spent()  # type: ignore[index]
+    with charging(spend):
+        await step.turn(START)
+    assert (spent.turns, by_path[""].turns) == (1, 1), "a snapshot does not follow later charges"
+    assert spend.spent.turns == 2 and spend.tip is not None and len(spend.tip) == 2 and spend.runner is step
+    with pytest.raises(UsageError, match="Budget"):
+        Spend("budget")  # type: ignore[arg-type]
 
 
 # -- what a step charges ---------------------------------------------------------------------------------------
