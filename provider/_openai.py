@@ -67,7 +67,8 @@ class OpenAICompatible:
     provider, in ``info``): ``choices`` (``n`` above 1; a response with fewer choices than asked turns it off,
     and ``Step.sample`` asks for the missing ones one by one), ``json_schema`` (``response_format`` of type
     ``json_schema``; a server that refuses it, with a 400 or 422 naming ``response_format`` or ``json_schema``,
-    is asked again at once with type ``json_object`` and the schema in a last system message, and every later
+    is asked again at once with type ``json_object``, the schema beside it (llama.cpp's servers constrain the
+    answer to it) and in a last system message, and every later
     request goes that way). Usage is always asked for (``stream_options.include_usage``); a server that streams
     none, or only zeros, gets its usage estimated (``loop.approx_tokens`` of the prompt, a token per four
     characters of the answer) and marked ``Usage.estimated``, so token and cost limits still hold.
@@ -171,7 +172,9 @@ class OpenAICompatible:
             tools.append({"type": "function", "function": {**output, "strict": True} if strict else output})
             choice = UseTool(OUTPUT_TOOL)
         elif schema is not None and not self._json_schema:
-            body["response_format"] = {"type": "json_object"}
+            # The schema goes in the prompt, which every model reads, and beside the type, where servers that
+            # take it (llama.cpp's) hold the answer to it with a grammar.
+            body["response_format"] = {"type": "json_object", "schema": schema}
             body["messages"].append({"role": "system", "content": JSON_OBJECT_PROMPT.format(
                 schema=json.dumps(schema, ensure_ascii=False))})
         elif schema is not None:
@@ -216,9 +219,14 @@ class OpenAICompatible:
 
     def _refused_json_schema(self, body: dict[str, Any], status: int, text: str) -> bool:
         """Whether an error answer refuses ``response_format`` of type ``json_schema``; it is then not asked
-        for again."""
+        for again. A 400 or 422 naming either is a refusal; so is a 500 naming both, as llama-cpp-python's
+        server answers a request its own validation rejects."""
         asked = (body.get("response_format") or {}).get("type") == "json_schema"
-        if not (asked and status in (400, 422) and ("json_schema" in text or "response_format" in text)):
+        if not asked:
+            return False
+        names_one = "json_schema" in text or "response_format" in text
+        names_both = "json_schema" in text and "response_format" in text
+        if not ((status in (400, 422) and names_one) or (status == 500 and names_both)):
             return False
         self._json_schema = False
         _log.warning("the server refuses response_format json_schema; asking for json_object from now on",

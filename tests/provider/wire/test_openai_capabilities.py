@@ -48,8 +48,10 @@ class Answer:
     answer: str
 
 
+@pytest.mark.parametrize("status", [400, 500])
 async def test_a_refused_json_schema_becomes_json_object_with_the_schema_and_the_answer_validates(
-        modest: ModestServer) -> None:
+        modest: ModestServer, status: int) -> None:
+    modest.refusal_status = status
     async with connect(modest) as provider:
         step = Step(provider)
         state = await WithOutput(SingleShot(step), step, Answer, mode="native").run(ASK)
@@ -60,6 +62,7 @@ async def test_a_refused_json_schema_becomes_json_object_with_the_schema_and_the
         assert kinds == ["json_schema", "json_object"]
         said = modest.requests[-1].json()["messages"][-1]
         assert said["role"] == "system" and '"answer"' in said["content"]
+        assert modest.requests[-1].json()["response_format"]["schema"]["required"] == ["answer"]
         await WithOutput(SingleShot(step), step, Answer, mode="native").run(ASK)
     later = [(r.json().get("response_format") or {}).get("type") for r in modest.requests[2:]]
     # Remembered: json_schema is not asked for again, so the answer comes from a formatting turn.
