@@ -89,9 +89,12 @@ def _chat_span(tracer: Any, opts: Options) -> Any:
 
 
 def _record_usage(span: Any, acc: Accumulator) -> None:
+    found: dict[str, Any] = {}
     usage = acc.usage
     if usage is not None:
-        span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
-        span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
+        found["gen_ai.usage.input_tokens"] = usage.input_tokens
+        found["gen_ai.usage.output_tokens"] = usage.output_tokens
     if acc.finish is not None:
-        span.set_attribute("gen_ai.response.finish_reasons", (acc.finish,))
+        found["gen_ai.response.finish_reasons"] = (acc.finish,)
+    if found:
+        span.set_attributes(found)  # one call: the SDK takes a lock per call

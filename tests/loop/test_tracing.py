@@ -1,5 +1,6 @@
 """``loop.tracing``: OpenTelemetry spans with GenAI attributes, free while tracing is off."""
 
+import anyio
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
@@ -153,3 +154,16 @@ def test_configure_logging_names_a_bad_level_and_writes_json_lines() -> None:
         structlog.configure(**saved)
     (line,) = out.getvalue().splitlines()
     assert json.loads(line)["event"] == "hello" and json.loads(line)["n"] == 1
+
+
+async def test_a_cancelled_span_ends_without_an_error_and_is_current_inside(spans: InMemorySpanExporter) -> None:
+    with anyio.move_on_after(0.01):
+        with tracing.span("outer") as outer:
+            assert trace.get_current_span() is outer
+            with tracing.span("inner"):
+                await anyio.sleep(5)
+    assert trace.get_current_span() is trace.INVALID_SPAN, "the context is restored after the blocks"
+    named = by_name(spans)
+    assert set(named) == {"outer", "inner"}
+    assert named["inner"].parent is not None and named["inner"].parent.span_id == named["outer"].context.span_id
+    assert all(span.status.is_unset and not span.events for span in named.values())
