@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 from session._lazy import exports
 
 if TYPE_CHECKING:
+    from session._collector import tune_collector
     from session._conduit import Conduit
     from session._events import Interrupted, MessageFailed, MessageFinished, MessageQueued, MessageStarted, TurnStored
     from session._manager import Manager, SessionLimit, StepFactory, step_factory
@@ -92,10 +93,12 @@ __all__ = [
     "openai_app",
     "openai_routes",
     "step_factory",
+    "tune_collector",
 ]
 
 # Where each name lives; the imports above say the same to type checkers (a test keeps the two alike).
 __getattr__, __dir__ = exports(__name__, {
+    "session._collector": ("tune_collector",),
     "session._conduit": ("Conduit",),
     "session._events": ("Interrupted", "MessageFailed", "MessageFinished", "MessageQueued", "MessageStarted",
                         "TurnStored"),

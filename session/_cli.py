@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import math
 import os
@@ -14,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from loop import EventBus, LoopError, Provider, UsageError, has, tracing
+from session._collector import tune_collector
 from session._groups import unwrap
 from session._manager import Manager, StepFactory, step_factory
 from session._serving import DEFAULT_MAX_BODY_BYTES
@@ -211,10 +211,7 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
     try:
         manager = Manager(new_turn_processor(factory), provider=provider, store=store, make_step=make_step)
         async with manager:
-            # Everything alive now lives as long as the process: keep the collector from rescanning it on
-            # every full collection (with thousands of sessions these pauses dominate).
-            gc.collect()
-            gc.freeze()
+            tune_collector()  # everything alive now lives as long as the process
             if args.command == "chat":
                 from session._stdio import StdioConduit
 

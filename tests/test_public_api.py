@@ -58,7 +58,7 @@ PUBLIC = {
         "MessageFailed", "MessageFinished", "MessageQueued", "MessageStarted", "RateLimit", "SQLiteStore",
         "Session", "SessionBusy", "SessionClosed", "SessionLimit", "StdioConduit", "StepFactory", "Store",
         "StoreConflict", "StoreError", "ToolResultsMismatch", "TurnProcessor", "TurnStored", "event_to_json",
-        "open_store", "openai_app", "openai_routes", "step_factory",
+        "open_store", "openai_app", "openai_routes", "step_factory", "tune_collector",
     ],
     "session.stores": [
         "DeletingStore", "InboxStore", "MemoryStore", "SQLiteStore", "Store", "StoreConflict", "StoreError",
