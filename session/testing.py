@@ -4,6 +4,7 @@ optional abilities (``DeletingStore``, ``InboxStore``) too when the store has th
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import anyio
 
@@ -89,6 +90,22 @@ def _posted(n: int, text: str | None = None) -> Turn:
     return Turn(Role.USER, [Text(text or f"message {n} ✓")], {"message_id": f"m{n}"})
 
 
+async def _concurrently_in_order(*calls: tuple[Any, ...]) -> None:
+    """Make each call (a function and its arguments) in its own task, each task reaching the store before the
+    next starts, and wait for them all: concurrent calls made in a known order, on any backend (trio, unlike
+    asyncio, does not start tasks in the order they were spawned)."""
+    async with anyio.create_task_group() as group:
+        for fn, *args in calls:
+            reached = anyio.Event()
+
+            async def call(fn: Any = fn, args: list[Any] = args, reached: anyio.Event = reached) -> None:
+                reached.set()  # this task goes on into the call until it first waits; then the next starts
+                await fn(*args)
+
+            group.start_soon(call)
+            await reached.wait()
+
+
 async def _check_inbox(store: InboxStore) -> None:
     _require(await store.inbox("box") == () and await store.inboxes() == (), "an inbox starts empty")
     for n in range(3):
@@ -111,10 +128,8 @@ async def _check_inbox(store: InboxStore) -> None:
     await store.done("box", "m2")
     _require(await store.inbox("box") == () and await store.inboxes() == ("other",),
              "a conversation whose messages are all done has none waiting")
-    async with anyio.create_task_group() as group:  # started in this order: they take effect in this order
-        group.start_soon(store.post, "box", _posted(3))
-        group.start_soon(store.done, "box", "m3")
-        group.start_soon(store.post, "box", _posted(4))
+    await _concurrently_in_order((store.post, "box", _posted(3)), (store.done, "box", "m3"),
+                                 (store.post, "box", _posted(4)))
     _require(await store.inbox("box") == (_posted(4),), "posts and dones take effect in the order they were called")
     try:
         await store.post("box", Turn(Role.ASSISTANT, [Text("not a user's")], {"message_id": "m5"}))

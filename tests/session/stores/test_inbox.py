@@ -11,6 +11,7 @@ from loop import Role, Text, Turn, UsageError
 from session import DeletingStore, MemoryStore, SQLiteStore, Store
 from session.stores._protocol import InboxStore
 from session.testing import ConformanceError, check_store
+from tests.session.stores.conftest import ASYNCIO_ONLY
 
 
 def posted(text: str, message_id: str) -> Turn:
@@ -78,6 +79,7 @@ async def test_a_schema_2_file_gains_an_inbox_and_keeps_its_conversations(tmp_pa
         conn.close()
 
 
+@ASYNCIO_ONLY
 async def test_posts_appends_and_dones_share_transactions_in_the_order_called(tmp_path: Path) -> None:
     import anyio
 

@@ -19,6 +19,7 @@ import pytest
 from loop import Role, State, Text, Turn, UsageError
 from session import MemoryStore, SQLiteStore, StoreConflict, StoreError, open_store
 from session.testing import ConformanceError, check_store
+from tests.session.stores.conftest import ASYNCIO_ONLY
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -262,6 +263,7 @@ async def outcome(store: SQLiteStore, name: str, start: int = 0) -> object:
     return "ok"
 
 
+@ASYNCIO_ONLY
 async def test_an_append_refused_in_a_shared_transaction_fails_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -328,6 +330,7 @@ async def test_a_failed_commit_fails_every_append_it_held(tmp_path: Path, monkey
     await store.aclose()
 
 
+@ASYNCIO_ONLY
 async def test_an_append_whose_rows_will_not_go_in_fails_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store, held = SQLiteStore(tmp_path / "c.db"), HeldWriter(monkeypatch)
     outcomes: dict[str, object] = {}
@@ -353,6 +356,7 @@ async def test_an_append_whose_rows_will_not_go_in_fails_alone(tmp_path: Path, m
     await store.aclose()
 
 
+@ASYNCIO_ONLY
 async def test_a_writer_cancelled_as_it_starts_still_writes_the_appends_it_took(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "c.db")
     await store.load("warm")  # the connection is open: the writer goes straight to its transaction
@@ -381,6 +385,7 @@ async def test_a_writer_cancelled_as_it_starts_still_writes_the_appends_it_took(
     await store.aclose()
 
 
+@ASYNCIO_ONLY
 async def test_a_writer_cancelled_natively_mid_transaction_reports_the_truth_and_blocks_nobody(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
