@@ -187,6 +187,16 @@ class _Server(uvicorn.Server):
         return contextlib.nullcontext()
 
 
+def asyncio_only(what: str) -> None:
+    """Refuse to serve on another event loop than asyncio, naming the fix: uvicorn runs on asyncio only."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        raise UsageError(f"the {what} runs on asyncio (uvicorn serves it), and this is another event loop "
+                         "(trio?): run it with anyio.run(..., backend='asyncio'), or serve from an asyncio "
+                         "thread of its own") from None
+
+
 async def serve_asgi(
     app: Any,
     sock: socket.socket,
@@ -208,6 +218,7 @@ async def serve_asgi(
     server runs (and left first on the way out); ``on_stop`` runs as shutdown begins, so long-lived responses
     can end before uvicorn waits up to ``shutdown_timeout`` seconds for requests in flight.
     """
+    asyncio_only(what)
     url = url_of(sock, host, path)
     positive_number("header_timeout", header_timeout, unit="seconds")
     # uvicorn hints this as int, but only hands it to asyncio.wait_for, which takes any number of seconds.

@@ -16,7 +16,7 @@ from loop.checks import positive_int, positive_number
 from provider import is_loopback
 from session._bearer import TokenQuota
 from session._manager import Manager
-from session._serving import DEFAULT_MAX_BODY_BYTES, listen, serve_asgi
+from session._serving import DEFAULT_MAX_BODY_BYTES, asyncio_only, listen, serve_asgi
 from session.http._guards import (ERROR_HANDLERS, OPENAI_PREFIX, BearerAuth, BodyLimit, RateLimit, RateLimited,
                                   RequestLog)
 from session.http._routes import OPEN_PATHS, SessionRoutes
@@ -154,6 +154,7 @@ class HTTPConduit:
         On cancellation it stops accepting, ends every event stream, lets requests in flight finish (for up
         to ``shutdown_timeout`` seconds) and re-raises. Sessions and their turns are the manager's: they go on.
         """
+        asyncio_only("HTTP server")
         with listen(self.host, self.port) as sock:  # bound first, so a port in use fails plainly
             async with self._running(manager) as (app, api):
                 await serve_asgi(app, sock, host=self.host, shutdown_timeout=self.shutdown_timeout,
