@@ -14,6 +14,7 @@ sent and calls the one that takes a timezone. With ``OPENAI_API_KEY`` or ``OPENA
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -69,4 +70,6 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    if importlib.util.find_spec("mcp_server_time") is None:
+        sys.exit("This example needs the MCP time server: pip install mcp-server-time")
     anyio.run(main)

@@ -65,7 +65,7 @@ class Problem(LoopError):
             error_type, code = _OPENAI_NAMES.get(
                 self.kind, ("server_error" if self.status >= 500 else "invalid_request_error", self.kind))
             return json.dumps(OpenAIError(self.status, self.message, type=error_type, code=code).body()).encode()
-        return json.dumps({"error": {"type": self.kind, "message": self.message}}).encode()
+        return json.dumps({"error": {"type": self.kind, "message": self.message}}).encode() + b"\n"
 
 
 async def send_problem(send: Callable[..., Any], problem: Problem, scope: Scope) -> None:

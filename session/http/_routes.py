@@ -58,7 +58,8 @@ MAX_NAME = 200  # the longest session id a client may use (the manager's id adds
 
 
 def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(dumps(data), status, headers, media_type="application/json")
+    # A line each: shell walkthroughs print one reply after another, and each stays on a line of its own.
+    return Response(dumps(data) + "\n", status, headers, media_type="application/json")
 
 
 def _frame(item: Any) -> str:

@@ -86,31 +86,25 @@ async def _run(command: str, *, cwd: Path, env: dict[str, str], stdin: bytes = b
         return await anyio.run_process(["bash", "-c", command], input=stdin, cwd=cwd, env=env, check=False)
 
 
-def _status_and_json(done: subprocess.CompletedProcess) -> tuple[int, dict]:
-    body, _, status = done.stdout.decode().rstrip("\n").rpartition("\n")
-    assert done.returncode == 0, done
-    return int(status), json.loads(body)
-
-
 @pytest.mark.skipif(shutil.which("curl") is None, reason="the README's walkthrough uses curl, which is not installed")
 async def test_the_serve_walkthrough_answers_curl_and_the_openai_client(tmp_path: Path) -> None:
     """``SESSION_TOKEN=change-me python -m session serve ...``, the three curl commands, then the OpenAI client.
 
     One substitution: port 8000 becomes a free loopback port (``--port 8000``, ``localhost:8000`` and the client's
     ``http://127.0.0.1:8000/v1``), so the test does not depend on port 8000 being free; hosts stay as written.
-    ``$ID`` is set from the first curl command's JSON output, as a user would copy it. To see each response's
-    status and bound the event stream without changing the commands, curl reads a ``.curlrc`` of the test's
-    (``write-out`` of the status code after the body, and ``max-time``); the event stream is read until its
-    ``message_finished`` event, then curl is stopped.
+    The block runs as one script, as pasted into a shell: its first command sets ``$ID`` from the new session's
+    JSON, the second posts the question (its JSON reply on a line of its own), the third follows the event stream,
+    read until its ``message_finished`` event; then the script is stopped. Curl reads a ``.curlrc`` of the test's
+    bounding each request (``max-time``) without changing the commands.
     """
     port = _free_port()
     env = _env(tmp_path)
-    (tmp_path / ".curlrc").write_text('write-out = "\\n%{response_code}\\n"\nmax-time = 20\n')
+    (tmp_path / ".curlrc").write_text("max-time = 20\n")
     serve = _with_port(_block(SH_BLOCKS, "python -m session serve examples.quickstart:make_agent").strip(),
                        "--port 8000", f"--port {port}")
     assert serve.startswith("SESSION_TOKEN=change-me ") and "--host 127.0.0.1 " in serve
-    create, post, follow = (_with_port(c, "localhost:8000", f"localhost:{port}")
-                            for c in _commands(_block(SH_BLOCKS, "curl -N localhost:8000/sessions/$ID/events")))
+    walkthrough = _with_port(_block(SH_BLOCKS, "curl -N localhost:8000/sessions/$ID/events"), "localhost:8000",
+                             f"localhost:{port}")
     client = _with_port(_block(PYTHON_BLOCKS, "from openai import OpenAI"), "http://127.0.0.1:8000/v1",
                         f"http://127.0.0.1:{port}/v1")
 
@@ -130,23 +124,22 @@ async def test_the_serve_walkthrough_answers_curl_and_the_openai_client(tmp_path
                         pass
                     await anyio.sleep(0.1)
 
-        status, opened = _status_and_json(await _run(create, cwd=tmp_path, env=env))
-        assert status == 201 and isinstance(opened.get("id"), str) and opened["id"], opened
-        env["ID"] = opened["id"]
-
-        status, queued = _status_and_json(await _run(post, cwd=tmp_path, env=env))
-        assert status == 202 and set(queued) == {"message_id", "position"}, queued
-
-        events = ""
-        curl = await anyio.open_process(["bash", "-c", follow], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL, start_new_session=True)
+        output = ""
+        script = await anyio.open_process(["bash", "-c", walkthrough], cwd=tmp_path, env=env,
+                                          stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
         try:
             with anyio.fail_after(30):
-                assert curl.stdout is not None
-                while not re.search(r"event: message_finished\ndata: .*\n\n", events):
-                    events += (await curl.stdout.receive()).decode()
+                assert script.stdout is not None
+                while not re.search(r"event: message_finished\ndata: .*\n\n", output):
+                    chunk = await script.stdout.receive()
+                    output += chunk.decode()
+        except (TimeoutError, anyio.EndOfStream):
+            raise AssertionError(f"the walkthrough printed:\n{output}") from None
         finally:
-            await _stop(curl)
+            await _stop(script)
+        queued_line, events = output.split("\n", 1)
+        queued = json.loads(queued_line)
+        assert set(queued) == {"message_id", "position"}, queued
         kinds = re.findall(r"^event: (\w+)$", events, flags=re.M)
         assert "text_delta" in kinds and "tool_started" in kinds and kinds[-1] == "message_finished", events
         finished = json.loads(re.findall(r"^data: (.*)$", events, flags=re.M)[-1])
