@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from cognitive._pattern import Pattern, check_start, left_open
-from loop import Role, State, Text, TurnKind, TurnSubmitter, scope, tracing
+from loop import Role, State, Text, TurnKind, TurnSubmitter, UsageError, scope, tracing
 from loop.checks import non_negative_int, positive_number
 from loop.errors import VerificationError, VerificationFailed
 from verifier import Result, Status, Verifier, build_report, check_verifiers, run_all
@@ -31,7 +31,7 @@ class WithVerification:
         inner: Pattern,
         submitter: TurnSubmitter,
         *,
-        verifiers: Verifier | Iterable[Verifier] = (),
+        verifiers: Verifier | Iterable[Verifier],
         max_retries: int = 3,
         verifier_timeout: float | None = 300.0,
     ) -> None:
@@ -39,6 +39,9 @@ class WithVerification:
         non_negative_int("max_retries", max_retries)
         positive_number("verifier_timeout", verifier_timeout, unit="seconds", optional=True)
         verifiers = check_verifiers(verifiers, "verifiers", unique=True)
+        if not verifiers:
+            raise UsageError("WithVerification needs at least one verifier to gate the answer with: pass verifiers="
+                             "[...] (verifier.FunctionVerifier, CommandVerifier, a judge, or one of your own)")
         self.inner = inner
         self.submitter = submitter
         self.verifiers = verifiers

@@ -352,8 +352,12 @@ class Spend:
     def _check_priced(self, model: str | None) -> None:
         budget = self._budget
         if budget is not None and budget.max_cost is not None and budget.price(model) is None:
-            raise UsageError(f"budget {budget.name!r} has max_cost but model {model!r} has no known price; "
-                             "pass Budget(prices={...: loop.Price(input, output)}) for it")
+            if model is None:
+                raise UsageError(f"budget {budget.name!r} has max_cost, but this turn names no model, so its price "
+                                 "is unknown: name the model (Options(model=...) on the step, or the provider's "
+                                 "model), or price it under the name the provider reports")
+            raise UsageError(f"budget {budget.name!r} has max_cost but model {model!r} has no known price; pass "
+                             f"Budget(prices={{{model!r}: loop.Price(input, output)}}) (dollars per million tokens)")
 
     @property
     def spent(self) -> Spent:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from loop import EventBus, LoopError, Provider, UsageError, has, tracing
+from provider import is_loopback
 from session._collector import tune_collector
 from session._groups import unwrap
 from session._manager import Manager, StepFactory, step_factory
@@ -225,7 +226,7 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
             elif args.command == "mcp":
                 from session.mcp._conduit import DESCRIPTION, MCPConduit
 
-                token = server_token(args.token, say) if args.http else None
+                token = server_token(args.token, args.host, say) if args.http else None
                 mcp = MCPConduit(transport="http" if args.http else "stdio", tool=args.tool,
                                  description=args.description or DESCRIPTION, host=args.host, port=args.port,
                                  token=token, allow_no_token=token is None, max_body_bytes=args.max_body_bytes,
@@ -235,7 +236,7 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
             else:
                 from session.http._conduit import HTTPConduit
 
-                token = server_token(args.token, say)
+                token = server_token(args.token, args.host, say)
                 conduit = HTTPConduit(host=args.host, port=args.port, token=token, allow_no_token=token is None,
                                       max_body_bytes=args.max_body_bytes, rate_limit=args.rate_limit,
                                       max_sessions_per_token=args.max_sessions_per_token,
@@ -248,14 +249,18 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
         await _close(store, provider)
 
 
-def server_token(given: str | None, say: Callable[[str], None]) -> str | None:
-    """The token a server requires: ``--token``, else ``$SESSION_TOKEN``; an empty variable counts as unset."""
-    if given is not None:
-        return given
-    token = os.environ.get("SESSION_TOKEN")
-    if token is not None and not token.strip():
-        say("SESSION_TOKEN is empty: serving without a token, this machine only")
-        return None
+def server_token(given: str | None, host: str, say: Callable[[str], None]) -> str | None:
+    """The token a server on ``host`` requires: ``--token``, else ``$SESSION_TOKEN``; an empty variable counts as
+    unset. None is refused off loopback, in the command line's words."""
+    token = given
+    if token is None:
+        token = os.environ.get("SESSION_TOKEN")
+        if token is not None and not token.strip():
+            say("SESSION_TOKEN is empty: serving without a token, this machine only")
+            token = None
+    if token is None and not is_loopback(host):
+        raise UsageError(f"refusing to serve {host!r} without a token: anyone who can reach it could use every "
+                         "session; pass --token TOKEN or set SESSION_TOKEN, or serve 127.0.0.1")
     return token
 
 

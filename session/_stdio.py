@@ -87,7 +87,7 @@ class StdioConduit:
 
     async def serve(self, manager: Manager) -> None:
         session = await manager.open(self.session_id)
-        self._write(f"session {session.id} — Ctrl-C interrupts a turn, Ctrl-C twice or Ctrl-D quits\n")
+        self._write(f"session {session.id} — Ctrl-C interrupts a turn; at the prompt, Ctrl-C or Ctrl-D quits\n")
         async with anyio.create_task_group() as group:
             with session.events.subscribe(buffer=None, main_line=True) as events:
                 group.start_soon(self._show, events)

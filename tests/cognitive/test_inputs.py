@@ -27,7 +27,8 @@ def patterns(model: Scripted) -> dict[str, Any]:
     return {
         "ReAct": ReAct(step),
         "SingleShot": SingleShot(step),
-        "WithVerification": WithVerification(SingleShot(step), step),
+        "WithVerification": WithVerification(SingleShot(step), step,
+                                             verifiers=FunctionVerifier(lambda state: passed(), name="fine")),
         "CodeAction": CodeAction(step, sandbox),
     }
 

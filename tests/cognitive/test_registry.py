@@ -83,3 +83,8 @@ async def test_a_registered_pattern_of_ones_own_is_built_like_the_others() -> No
         cognitive._registry._FACTORIES.pop("echo-test")
     with pytest.raises(UsageError, match="lower case"):
         register("Echo Test", Echo)
+
+
+def test_the_verification_gate_cannot_be_built_without_verifiers() -> None:
+    with pytest.raises(RegistryError, match="'with-verification' needs the setting 'verifiers'"):
+        build("with-verification", step())

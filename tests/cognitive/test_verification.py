@@ -122,10 +122,12 @@ async def test_wrappers_nest() -> None:
         "# Verification: 1 of 1 checks did not pass"] * 2
 
 
-async def test_no_verifiers_returns_the_inner_result() -> None:
-    step = Step(Scripted(["anything"]))
-    state = await WithVerification(SingleShot(step), step).run(ask())
-    assert state.answer == "anything"
+def test_a_gate_without_verifiers_is_refused() -> None:
+    step = Step(Scripted([]))
+    with pytest.raises(UsageError, match="at least one verifier"):
+        WithVerification(SingleShot(step), step, verifiers=[])
+    with pytest.raises(TypeError, match="verifiers"):
+        WithVerification(SingleShot(step), step)  # type: ignore[call-arg]
 
 
 @pytest.mark.parametrize(
@@ -140,22 +142,23 @@ async def test_no_verifiers_returns_the_inner_result() -> None:
 def test_bad_settings_are_rejected(kwargs: dict, message: str) -> None:
     step = Step(Scripted([]))
     with pytest.raises(UsageError, match=message):
-        WithVerification(SingleShot(step), step, **kwargs)
+        WithVerification(SingleShot(step), step, **{"verifiers": FunctionVerifier(says_42), **kwargs})
 
 
 def test_inner_and_submitter_are_checked() -> None:
     step = Step(Scripted([]))
     with pytest.raises(UsageError, match="needs a Pattern to wrap"):
-        WithVerification(step, step)  # a step is not a pattern
+        WithVerification(step, step, verifiers=FunctionVerifier(says_42))  # a step is not a pattern
     with pytest.raises(UsageError, match="TurnSubmitter"):
-        WithVerification(SingleShot(step), object())  # type: ignore[arg-type]
+        WithVerification(SingleShot(step), object(), verifiers=FunctionVerifier(says_42))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("value", [0, -1, True, "300"])
 def test_a_bad_verifier_timeout_is_refused_at_construction(value: object) -> None:
     step = Step(Scripted([]))
     with pytest.raises(UsageError, match="verifier_timeout must be a positive number of seconds or None"):
-        WithVerification(SingleShot(step), step, verifier_timeout=value)  # type: ignore[arg-type]
+        WithVerification(SingleShot(step), step, verifiers=FunctionVerifier(says_42),
+                         verifier_timeout=value)  # type: ignore[arg-type]
 
 
 async def test_a_judge_stopped_by_the_budget_ends_in_the_budgets_degraded_answer_not_a_verification_error() -> None:

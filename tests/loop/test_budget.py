@@ -255,8 +255,12 @@ async def test_max_cost_with_an_unpriced_requested_model_is_a_usage_error_before
         return "x"
 
     step = Step(Function(answer), options=Options(model="my-local-model"))
-    with charging(Spend(Budget(max_cost=1.0))), pytest.raises(UsageError, match="my-local-model"):
+    with charging(Spend(Budget(max_cost=1.0))), pytest.raises(
+            UsageError, match=r"Budget\(prices=\{'my-local-model': loop.Price\(input, output\)\}\)"):
         await step.turn(START)
+    unnamed = Step(Function(answer))  # neither the options nor the provider name a model
+    with charging(Spend(Budget(max_cost=1.0))), pytest.raises(UsageError, match="names no model"):
+        await unnamed.turn(START)
     assert asked == []
 
 

@@ -77,6 +77,7 @@ def settings(name: str, step: Executor) -> dict[str, Any]:
         "router": {"choices": {"direct": "single-shot", "tools": "react"}},
         "self-refine": {"critic": FunctionVerifier(lambda state: passed(), name="fine")},
         "with-budget": {"budget": Budget(max_turns=20)},
+        "with-verification": {"verifiers": FunctionVerifier(lambda state: passed(), name="fine")},
         "with-output": {"output_type": {"type": "object", "properties": {"answer": {"type": "string"}},
                                         "required": ["answer"]}},
     }.get(name, {})

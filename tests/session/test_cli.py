@@ -126,12 +126,13 @@ async def read_until(stream, marker: str) -> str:
     return seen
 
 
-async def test_ctrl_c_interrupts_the_turn_and_a_second_one_exits() -> None:
+async def test_ctrl_c_interrupts_the_turn_and_one_at_the_prompt_exits_as_the_banner_says() -> None:
     child = subprocess.Popen([sys.executable, "-m", "session", "chat", "tests.session.agents:make_agent",
                               "--store", "memory://"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, cwd=ROOT, env=ENV)
     try:
-        await read_until(child.stdout, "you> ")
+        banner = await read_until(child.stdout, "you> ")
+        assert "Ctrl-C interrupts a turn; at the prompt, Ctrl-C or Ctrl-D quits" in banner
         child.stdin.write(b"wait 60\n")
         child.stdin.flush()
         await read_until(child.stdout, "→ wait(")
@@ -218,13 +219,15 @@ async def test_serve_answers_sessions_and_the_openai_api_then_stops_on_ctrl_c() 
         child.stderr.close()
 
 
-async def test_serve_refuses_a_public_host_without_a_token() -> None:
+@pytest.mark.parametrize("command", [["serve"], ["mcp", "--http"]])
+async def test_serve_refuses_a_public_host_without_a_token_in_the_command_lines_words(command: list[str]) -> None:
     done = await anyio.to_thread.run_sync(lambda: subprocess.run(
-        [sys.executable, "-m", "session", "serve", "tests.session.agents:make_agent", "--host", "0.0.0.0",
-         "--store", "memory://"], cwd=ROOT, env={k: v for k, v in ENV.items() if k != "SESSION_TOKEN"},
+        [sys.executable, "-m", "session", *command[:1], "tests.session.agents:make_agent", *command[1:], "--host",
+         "0.0.0.0", "--store", "memory://"], cwd=ROOT, env={k: v for k, v in ENV.items() if k != "SESSION_TOKEN"},
         capture_output=True, text=True, timeout=60))
     assert done.returncode == 2
     assert "without a token" in done.stderr and "Traceback" not in done.stderr
+    assert "--token" in done.stderr and "SESSION_TOKEN" in done.stderr and "token=" not in done.stderr
 
 
 async def test_mcp_serves_the_agent_as_a_tool_over_stdio() -> None:
