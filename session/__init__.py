@@ -38,7 +38,8 @@ from session._lazy import exports
 if TYPE_CHECKING:
     from session._collector import tune_collector
     from session._conduit import Conduit
-    from session._events import Interrupted, MessageFailed, MessageFinished, MessageQueued, MessageStarted, TurnStored
+    from session._events import (Interrupted, MessageFailed, MessageFinished, MessageQueued, MessageStarted, TurnStored,
+                                 TurnUpdated)
     from session._manager import Manager, SessionLimit, StepFactory, step_factory
     from session._session import Message, Session, SessionBusy, SessionClosed, ToolResultsMismatch, TurnProcessor
     from session._stdio import StdioConduit
@@ -88,6 +89,7 @@ __all__ = [
     "ToolResultsMismatch",
     "TurnProcessor",
     "TurnStored",
+    "TurnUpdated",
     "event_to_json",
     "open_store",
     "openai_app",
@@ -101,7 +103,7 @@ __getattr__, __dir__ = exports(__name__, {
     "session._collector": ("tune_collector",),
     "session._conduit": ("Conduit",),
     "session._events": ("Interrupted", "MessageFailed", "MessageFinished", "MessageQueued", "MessageStarted",
-                        "TurnStored"),
+                        "TurnStored", "TurnUpdated"),
     "session._manager": ("Manager", "SessionLimit", "StepFactory", "step_factory"),
     "session._session": ("Message", "Session", "SessionBusy", "SessionClosed", "ToolResultsMismatch", "TurnProcessor"),
     "session._stdio": ("StdioConduit",),

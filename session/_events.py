@@ -67,3 +67,12 @@ class TurnStored:
 
     index: int
     turn: Turn
+
+
+@attrs.frozen
+class TurnUpdated:
+    """The stored turn at ``index`` was rewritten as ``turn``: a pattern or wrapper wrote its outcome on the answer
+    after it was stored. The conversation has as many turns as before (counting ``TurnStored`` counts them)."""
+
+    index: int
+    turn: Turn

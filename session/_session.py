@@ -24,6 +24,7 @@ from session._events import (
     MessageQueued,
     MessageStarted,
     TurnStored,
+    TurnUpdated,
 )
 from session._groups import unwrap
 from session._mainline import WriteLock, describe, extends, record_failure
@@ -45,7 +46,7 @@ class Session:
     the session's step, whose main-line turns are stored through ``store`` as each completes (the line's
     recorder, ``loop.main_line(recorder=...)``), so a pattern runs here exactly as in a script. ``events``
     carries the step's events and the session's own (``MessageQueued``, ``MessageStarted``, ``TurnStored``,
-    ``MessageFinished``/``MessageFailed``, ``Interrupted``). ``interrupt`` cancels the current message at once;
+    ``TurnUpdated``, ``MessageFinished``/``MessageFailed``, ``Interrupted``). ``interrupt`` cancels the current message at once;
     pending tool calls get "cancelled" results so the stored history stays valid. A processor that raises leaves
     the session usable.
 
@@ -393,7 +394,9 @@ class Session:
             self._stored = state
             events = self.events
             if events.has_subscribers:
+                held = len(stored)  # turns below this index were stored before: these are rewritten
                 for offset, turn in enumerate(new):
-                    events.publish(TurnStored(common + offset, turn))
+                    index = common + offset
+                    events.publish(TurnUpdated(index, turn) if index < held else TurnStored(index, turn))
         finally:
             lock.release()

@@ -34,6 +34,7 @@ from session import (
     SessionLimit,
     StoreError,
     TurnStored,
+    TurnUpdated,
     step_factory,
 )
 from tests.session.models import echo
@@ -63,6 +64,30 @@ async def events_until(events: AsyncIterator, kind: type, count: int = 1) -> lis
             if sum(isinstance(e, kind) for e in seen) >= count:
                 return seen
     raise AssertionError(f"the stream ended before {count} {kind.__name__}")
+
+
+async def test_an_outcome_written_on_the_stored_answer_is_an_update_not_another_stored_turn() -> None:
+    class Graded:
+        """A pattern that grades its inner run's answer after it was stored, as wrappers do."""
+
+        def __init__(self, step: object) -> None:
+            self.inner = ReAct(step)  # type: ignore[arg-type]
+
+        async def run(self, state: State) -> State:
+            return (await self.inner.run(state)).with_outcome("degraded", "graded")
+
+    store = MemoryStore()
+    async with Manager(new_turn_processor(Graded), provider=Function(echo), store=store) as manager:
+        session = await manager.open("s1")
+        with session.events.subscribe() as events:
+            await session.ask("hello")
+            seen = await events_until(events, MessageFinished)
+    stored = await store.load("s1")
+    assert stored is not None and len(stored) == 2
+    assert [e.index for e in seen if isinstance(e, TurnStored)] == [0, 1], "one TurnStored per stored turn"
+    (updated,) = [e for e in seen if isinstance(e, TurnUpdated)]
+    assert updated.index == 1 and updated.turn == stored[1] and stored.outcome is not None
+    assert stored.outcome.reason == "graded"
 
 
 async def test_a_message_is_processed_persisted_and_answered() -> None:

@@ -70,6 +70,7 @@ CASES: list[tuple[Any, dict[str, Any]]] = [
      {"type": "message_failed", "message_id": "m1", "error": {"type": "StoreError", "message": "disk full"}}),
     (Interrupted(None, 2), {"type": "interrupted", "message_id": None, "dropped": 2}),
     (TurnStored(1, TURN), {"type": "turn_stored", "index": 1, "turn": TURN.to_dict()}),
+    (TurnUpdated(1, TURN), {"type": "turn_updated", "index": 1, "turn": TURN.to_dict()}),
     (BudgetReport("b", Spent(turns=2, cost=0.5), {"ReAct": Spent(turns=2, cost=0.5)}, "max_turns=2 reached"),
      {"type": "budget_report", "budget": "b", "spent": {"turns": 2, "cost": 0.5},
       "by_path": {"ReAct": {"turns": 2, "cost": 0.5}}, "exhausted": "max_turns=2 reached"}),
