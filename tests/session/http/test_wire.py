@@ -31,7 +31,8 @@ from loop import (
     UsageDelta,
     UsageError,
 )
-from session import Interrupted, MessageFailed, MessageFinished, MessageQueued, MessageStarted, TurnStored
+from session import (Interrupted, MessageFailed, MessageFinished, MessageQueued, MessageStarted, TurnStored,
+                     TurnUpdated)
 from session.http import EventLog, EventsLost, LoggedEvent, event_to_json
 from session.http._eventlog import time_ids
 from session.http._wire import dumps
