@@ -1,7 +1,8 @@
 """Checking a tool call's arguments: parsed from the model's JSON, then held to the tool's schema.
 
-Schemas like the ones ``@tool`` writes (an object of scalars, enums, lists, sets and optionals) get a compiled
-quick check; whatever it cannot vouch for goes to a full JSON Schema validator, which also words the complaint.
+Schemas like the ones ``@tool`` writes (an object of scalars, enums, lists, sets, optionals and the closed
+objects of records) get a compiled quick check; whatever it cannot vouch for goes to a full JSON Schema validator,
+which also words the complaint.
 Arguments that pass come back as ``CheckedArguments``, marked with the schema they passed, so a tool handed them
 (``FunctionTool.call``) need not check them again.
 """
@@ -54,6 +55,9 @@ def _value_check(schema: Any) -> Check | None:
         if schema.get("uniqueItems") is True:
             return lambda v: type(v) is list and all(items(x) for x in v) and _distinct(v)
         return lambda v: type(v) is list and all(items(x) for x in v)
+    if kind == "object":
+        fields = _object_check(schema)
+        return None if fields is None else (lambda v: type(v) is dict and fields(v))
     if isinstance(kind, str) and kind in _TYPES and keys == {"type"}:
         return _TYPES[kind]
     if not keys:

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
-import enum
 import json
 import re
-import sys
-import types
 from collections.abc import Mapping, Sequence
-from typing import (Annotated, Any, ClassVar, Generic, NotRequired, Protocol, Required, TypeGuard, TypeVar, Union,
-                    cast, get_args, get_origin, get_type_hints, overload)
+from typing import Any, Generic, TypeVar, cast, overload
 
 import attrs
 import jsonschema
 
-from loop._schema import parse_docstring, type_schema
+from loop._records import is_pydantic, record_kind
+from loop._schema import build, record_schema
 from loop.errors import UsageError
 
 T = TypeVar("T")
@@ -25,7 +21,6 @@ _ACCEPTED = "an attrs class, a dataclass, a TypedDict, a pydantic model or a JSO
 _FENCE = re.compile(r"```([^\n`]*)\n(.*?)```", re.DOTALL)
 _OPENER = re.compile(r"[{\[]")
 _NAME = re.compile(r"[A-Za-z_]\w*")
-_SEQUENCES = (list, tuple, set, frozenset, Sequence)
 _MAX_SPANS = 1000  # bounds the prose scan, which tries each '{' or '[' in turn until one parses
 _DECODER = json.JSONDecoder()
 
@@ -66,14 +61,14 @@ class OutputType(Generic[T]):
             schema = copy.deepcopy(dict(spec))
             title = schema.get("title")
             return cls._make(title if isinstance(title, str) and title else "output", None, schema)
-        if _is_pydantic(spec):
+        if is_pydantic(spec):
             try:
                 schema = spec.model_json_schema()
             except Exception as exc:  # pydantic's own error types; it is never imported here
                 raise UsageError(f"cannot write a JSON schema for {spec.__name__}: {exc}") from exc
             return cls._make(spec.__name__, spec, schema)
-        if _record_kind(spec):
-            return cls._make(spec.__name__, spec, _record_schema(spec, frozenset()))
+        if record_kind(spec):
+            return cls._make(spec.__name__, spec, record_schema(spec, f"output type {spec.__name__}"))
         raise UsageError(f"an output type must be {_ACCEPTED}; got {_describe(spec)}")
 
     @classmethod
@@ -161,162 +156,14 @@ class OutputType(Generic[T]):
         try:
             if kind is None:
                 built = value
-            elif _is_pydantic(kind):
-                built = kind.model_validate(value)
             else:
-                built = _build(kind, value)
+                built = build(kind, value)
         except UsageError:
             raise
         except Exception as exc:  # the class's own validators (attrs, __post_init__, pydantic) refused it
             raise UsageError(f"cannot build {self.name} from the value: {exc}") from exc
         # A T by the check above: the value matched the schema written for T, and was built as T's class.
         return cast(T, built)
-
-
-class _PydanticModel(Protocol):
-    """What is used of a pydantic model class, without importing pydantic."""
-
-    @classmethod
-    def model_json_schema(cls) -> dict[str, Any]: ...
-
-    @classmethod
-    def model_validate(cls, obj: Any) -> Any: ...
-
-
-class _TypedDictClass(Protocol):
-    """What a TypedDict class has that a plain dict subclass has not (typing's and typing_extensions' alike)."""
-
-    __required_keys__: ClassVar[frozenset[str]]
-    __total__: ClassVar[bool]
-
-
-def _is_pydantic(spec: object) -> TypeGuard[type[_PydanticModel]]:
-    # A class can only be a pydantic model if pydantic is already imported, so this never imports it.
-    pydantic = sys.modules.get("pydantic")
-    return pydantic is not None and isinstance(spec, type) and issubclass(spec, pydantic.BaseModel)
-
-
-def _record_kind(hint: Any) -> str | None:
-    if not isinstance(hint, type):
-        return None
-    if attrs.has(hint):
-        return "attrs"
-    if dataclasses.is_dataclass(hint):
-        return "dataclass"
-    if _is_typeddict(hint):
-        return "typeddict"
-    return None
-
-
-def _is_typeddict(hint: type) -> TypeGuard[type[_TypedDictClass]]:
-    # typing_extensions' TypedDict is a different class from typing's before 3.13, so test the shape.
-    return issubclass(hint, dict) and hasattr(hint, "__required_keys__") and hasattr(hint, "__total__")
-
-
-def _fields(cls: type) -> list[tuple[str, Any, bool]]:
-    """Each field of a record class as (JSON key, type hint, required)."""
-    try:
-        hints = get_type_hints(cls, include_extras=True)
-    except Exception as exc:  # unresolved forward references and the like
-        raise UsageError(f"output type {cls.__name__}: cannot read its type hints: {exc}") from exc
-    if attrs.has(cls):
-        declared = [(f.alias, f.name, f.default is attrs.NOTHING) for f in attrs.fields(cls) if f.init]
-    elif not dataclasses.is_dataclass(cls) and _is_typeddict(cls):  # _record_kind's order: a dataclass first
-        fields = []
-        for key, hint in hints.items():
-            required = key in cls.__required_keys__
-            if get_origin(hint) in (Required, NotRequired):
-                required, hint = get_origin(hint) is Required, get_args(hint)[0]
-            fields.append((key, hint, required))
-        return fields
-    else:
-        declared = [(f.name, f.name, f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
-                    for f in dataclasses.fields(cls) if f.init]
-    missing = [name for _, name, _ in declared if name not in hints]
-    if missing:
-        raise UsageError(f"output type {cls.__name__}: field {missing[0]!r} has no type annotation")
-    return [(key, hints[name], required) for key, name, required in declared]
-
-
-def _record_schema(cls: type, outer: frozenset[type]) -> dict[str, Any]:
-    if cls in outer:
-        raise UsageError(f"output type {cls.__name__} refers to itself; a recursive type cannot be inlined")
-    doc = cls.__dict__.get("__doc__") or ""
-    if doc.startswith(cls.__name__ + "("):  # dataclasses write their signature as the docstring
-        doc = ""
-    summary, notes = parse_docstring(doc)
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for key, hint, needed in _fields(cls):
-        schema = _hint_schema(hint, f"output type {cls.__name__}, field {key!r}", outer | {cls})
-        if key in notes and "description" not in schema:
-            schema["description"] = notes[key]
-        properties[key] = schema
-        if needed:
-            required.append(key)
-    schema = {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
-    return {"description": summary, **schema} if summary else schema
-
-
-def _mentions_record(hint: Any) -> bool:
-    return _record_kind(hint) is not None or any(_mentions_record(a) for a in get_args(hint))
-
-
-def _hint_schema(hint: Any, where: str, outer: frozenset[type]) -> dict[str, Any]:
-    """``type_schema`` extended with record classes, wherever they sit inside the hint."""
-    if _record_kind(hint):
-        return _record_schema(hint, outer)
-    if not _mentions_record(hint):
-        return type_schema(hint, where)
-    origin, args = get_origin(hint), get_args(hint)
-    if origin is Annotated:
-        schema = _hint_schema(args[0], where, outer)
-        notes = [a for a in args[1:] if isinstance(a, str)]
-        return {**schema, "description": " ".join(notes)} if notes else schema
-    if origin in (Union, types.UnionType):
-        return {"anyOf": [_hint_schema(a, where, outer) for a in args]}
-    if origin in _SEQUENCES:
-        if origin is tuple and args and args[-1] is not Ellipsis:
-            return {"type": "array", "prefixItems": [_hint_schema(a, where, outer) for a in args],
-                    "minItems": len(args), "maxItems": len(args)}
-        return {"type": "array", "items": _hint_schema(args[0], where, outer)}
-    if origin in (dict, Mapping):
-        if args[0] is not str:
-            raise UsageError(f"{where}: dictionary keys must be str for JSON, got {args[0]!r}")
-        return {"type": "object", "additionalProperties": _hint_schema(args[1], where, outer)}
-    return type_schema(hint, where)  # raises, naming what it cannot describe
-
-
-def _build(hint: Any, value: Any) -> Any:
-    """The Python value of a valid JSON ``value`` for ``hint``: records, enums, tuples and floats made real."""
-    kind = _record_kind(hint)
-    if kind:
-        fields = {key: field_hint for key, field_hint, _ in _fields(hint)}
-        made = {key: _build(fields[key], item) for key, item in value.items()}
-        return made if kind == "typeddict" else hint(**made)
-    if isinstance(hint, type) and issubclass(hint, enum.Enum):
-        return hint(value)
-    if hint is float and type(value) is int:
-        return float(value)
-    origin, args = get_origin(hint), get_args(hint)
-    if origin is Annotated:
-        return _build(args[0], value)
-    if origin in (Union, types.UnionType):
-        arms = [a for a in args if a is not type(None)]
-        if value is None and len(arms) < len(args):
-            return None
-        for arm in arms:
-            if len(arms) == 1 or jsonschema.Draft202012Validator(_hint_schema(arm, "", frozenset())).is_valid(value):
-                return _build(arm, value)
-        return value
-    if origin in _SEQUENCES and isinstance(value, list):
-        if origin is tuple and args and args[-1] is not Ellipsis:
-            return tuple(_build(a, v) for a, v in zip(args, value))
-        items = [_build(args[0], v) for v in value] if args else list(value)
-        return items if origin in (list, Sequence) else origin(items)
-    if origin in (dict, Mapping) and isinstance(value, dict) and len(args) == 2:
-        return {key: _build(args[1], item) for key, item in value.items()}
-    return value
 
 
 def _path(path: Sequence[Any]) -> str:

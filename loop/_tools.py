@@ -72,8 +72,8 @@ class FunctionTool:
 
     ``call`` checks its arguments against the schema first, raising ``UsageError`` naming the bad one, unless an
     ``ArgumentChecker`` for this schema already passed them (as a step's tool pipeline does). It takes JSON values
-    and the Python values the function takes (enum members, sets, tuples); enum and set parameters receive an
-    enum member and a set or frozenset.
+    and the Python values the function takes (enum members, sets, tuples, record instances); enum and set
+    parameters receive an enum member and a set or frozenset, record parameters their built value (see ``tool``).
     """
 
     def __init__(
@@ -87,6 +87,9 @@ class FunctionTool:
     ) -> None:
         if not callable(fn):
             raise UsageError(f"tool() needs a function, got {fn!r}")
+        if isinstance(fn, type):  # calling it would make an instance, and its schema would be __init__'s
+            raise UsageError(f"tool() takes a function, not the class {fn.__qualname__}: decorate a function or a "
+                             "method (tool(obj.method)), or give the class a ToolSpec .spec and an async .call")
         tool_name = name or getattr(fn, "__name__", None)
         if not isinstance(tool_name, str) or not _NAME.fullmatch(tool_name):
             raise UsageError(f"tool name must be letters, digits, '_', '-' or '.', got {tool_name!r}")
@@ -98,7 +101,7 @@ class FunctionTool:
         self._async = inspect.iscoroutinefunction(fn)
         self._blocking = blocking
         self._schema = parameters
-        self._conversions = conversions(fn)
+        self._conversions = conversions(fn, tool_name)
         self._checker: ArgumentChecker | None = None  # made on the first call that needs it
         functools.update_wrapper(self, fn)
 
@@ -163,7 +166,13 @@ def tool(
     """Turn a typed, documented function (sync or async) into a ``Tool``.
 
     The parameter schema comes from the type hints; the description and per-parameter notes from the
-    docstring (Google ``Args:`` or Sphinx ``:param x:`` style). A sync function runs in a worker thread unless
+    docstring (Google ``Args:`` or Sphinx ``:param x:`` style; a note on a name that is no parameter is a
+    ``UsageError``). Parameters may be ``str``, ``int``, ``float``, ``bool``, ``Any``, ``list``, ``tuple``,
+    ``set``, ``dict`` (``str`` keys), ``Literal``, an ``Enum``, ``Optional``, ``Annotated[T, "note"]``, or a
+    record (an attrs class, dataclass, TypedDict or pydantic model), records nesting anywhere in these. A record
+    is inlined (no ``$ref``) as a closed object requiring its fields without defaults, and reaches the function
+    built: an instance, a dict for a TypedDict. A value its class refuses (a validator raises) is a ``UsageError``
+    naming the argument, which a step turns into an error result. A sync function runs in a worker thread unless
     ``blocking=False`` says it is quick and pure enough to run on the event loop. It sees the caller's context
     variables; if the call is cancelled or times out, the thread is abandoned to finish on its own. At most
     ``THREAD_LIMIT`` (40) sync calls run at once in the process on asyncio; more wait their turn. On other event
