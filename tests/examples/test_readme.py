@@ -120,3 +120,8 @@ def test_the_own_pattern_example_builds_by_name_and_nests(capsys: pytest.Capture
     block = next(b for b in BLOCKS if "class DraftThenPolish" in b)
     pattern = block[block.index("class DraftThenPolish"):block.index("register(")]
     assert len(pattern.strip().splitlines()) <= 20
+
+
+def test_the_structured_tool_parameters_example_passes_built_records(capsys: pytest.CaptureFixture[str]) -> None:
+    (line,) = _run_block("class Line:", capsys)
+    assert line == "3 items ordered"
