@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import importlib
 import math
 import os
@@ -168,8 +169,16 @@ def _limit_flags(cmd: argparse.ArgumentParser, name: str) -> None:
                           "limit (default: %(default)s)")
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("cognitive-loop")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "not installed"
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m session", description="Chat with or serve a composed agent.")
+    top.add_argument("--version", action="version", version=f"%(prog)s (cognitive-loop {_version()})")
     commands = top.add_subparsers(dest="command", required=True)
     for name, text in (("chat", "chat in this terminal"), ("serve", "serve over HTTP (sessions, SSE, OpenAI API)"),
                        ("mcp", "serve as an MCP server: stdio, or streamable HTTP with --http")):

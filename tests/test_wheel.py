@@ -149,6 +149,7 @@ def test_the_quickstart_runs_offline_on_the_installed_package(installed: Install
 def test_the_command_line_starts(installed: Installed) -> None:
     out = installed.run("-m", "session", "--help")
     assert out.startswith("usage: python -m session") and "chat" in out and "serve" in out
+    assert installed.run("-m", "session", "--version").strip() == "python -m session (cognitive-loop 0.1.0)"
 
 
 CHECK_DATA = """

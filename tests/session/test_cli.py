@@ -371,3 +371,12 @@ async def test_an_explicit_empty_token_is_refused_for_mcp_too() -> None:
         [sys.executable, "-m", "session", "mcp", "tests.session.agents:make_agent", "--http", "--token", ""],
         cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=60))
     assert done.returncode == 2 and "argument --token: the token is empty" in done.stderr
+
+
+def test_version_names_the_installed_package() -> None:
+    import importlib.metadata
+
+    done = subprocess.run([sys.executable, "-m", "session", "--version"], cwd=ROOT, env=ENV, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"python -m session (cognitive-loop {importlib.metadata.version('cognitive-loop')})"
