@@ -16,6 +16,7 @@ import sys
 import tarfile
 import tempfile
 import time
+import tomllib
 import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -149,7 +150,8 @@ def test_the_quickstart_runs_offline_on_the_installed_package(installed: Install
 def test_the_command_line_starts(installed: Installed) -> None:
     out = installed.run("-m", "session", "--help")
     assert out.startswith("usage: python -m session") and "chat" in out and "serve" in out
-    assert installed.run("-m", "session", "--version").strip() == "python -m session (cognitive-loop 0.1.0)"
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert installed.run("-m", "session", "--version").strip() == f"python -m session (cognitive-loop {version})"
 
 
 CHECK_DATA = """
