@@ -23,7 +23,7 @@ def test_the_quickstart_block_runs_and_prints_the_fixed_answer(capsys: pytest.Ca
 def test_the_verifier_snippet_builds_verifiers() -> None:
     snippet = next(b for b in BLOCKS if "CommandVerifier(" in b)
     namespace: dict = {}
-    exec("from verifier import CommandVerifier, FunctionVerifier\n" + snippet, namespace)
+    exec(snippet, namespace)
     assert namespace["no_todo"].name == "no-todo"
     assert namespace["tests"].argv == ("pytest", "-q") and namespace["tests"].timeout == 120
 
