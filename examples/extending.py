@@ -8,6 +8,7 @@ Every extension point is a small protocol, so each piece below is a plain class 
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ from loop import (
     Step,
     Text,
     TextDelta,
+    ToolCallDelta,
     ToolSpec,
     Turn,
     Usage,
@@ -33,7 +35,9 @@ from verifier import Result, Status
 
 
 class Shouter:
-    """A "model" that answers the last message in capitals, streamed word by word.
+    """A "model" that answers in capitals, streamed word by word. Asked "define WORD" with a ``define`` tool on
+    offer, it calls the tool and answers from its result; asked to improve its answer, it adds what it left out;
+    anything else, it repeats back.
 
     A provider has one method, ``stream(request)``, returning an async iterator of deltas: ``TextDelta``
     for text, ``ToolCallDelta`` for tool calls, ``UsageDelta`` for tokens and a ``Finish`` at the end. The step
@@ -41,7 +45,22 @@ class Shouter:
     """
 
     async def stream(self, request: Request) -> AsyncIterator[Any]:
-        words = (request.turns[-1].text or "nothing to say").upper().split()
+        last = request.turns[-1]
+        question = next((t.text for t in request.turns if t.role is Role.USER), "")
+        if last.role is Role.USER and question.startswith("define ") and last.text == question \
+                and any(spec.name == "define" for spec in request.tools):
+            arguments = json.dumps({"word": question.removeprefix("define ").strip()})
+            yield ToolCallDelta(0, id=f"call_{len(request.turns)}", name="define", arguments_fragment=arguments)
+            yield Finish("tool_calls")
+            return
+        if last.role is Role.TOOL:
+            text = f"{question.removeprefix('define ')}: {last.tool_results[0].content}"
+        elif last.role is Role.USER and last.text != question:  # asked to improve the answer before
+            earlier = next((t.text for t in reversed(request.turns) if t.role is Role.ASSISTANT and t.text), "")
+            text = f"{earlier}, as the dictionary says" if earlier else question
+        else:
+            text = last.text or "nothing to say"
+        words = text.upper().split()
         for i, word in enumerate(words):
             yield TextDelta(word if i == 0 else " " + word)
             await anyio.sleep(0)  # a real stream waits on the network here
@@ -101,6 +120,8 @@ class Twice:
     async def run(self, state: State) -> State:
         with scope("Twice"):
             first = await self.step.turn(state)
+            while first.last is not None and first.last.role is Role.TOOL:  # it called tools: answer from them
+                first = await self.step.turn(first)
             asked = await self.step.submit(first, Role.USER, Text(self.prompt))
             second = await self.step.turn(asked)
             return second.with_outcome(data={"first": first.answer})
@@ -130,24 +151,28 @@ class DictStore:
 
 
 async def main() -> None:
-    from cognitive import WithVerification
+    from cognitive import WithVerification, new_turn_processor
+    from cognitive.testing import check_pattern
+    from loop.testing import check_tool
     from provider.testing import check_provider
-    from cognitive import new_turn_processor
     from session import Manager
     from session.testing import check_store
     from verifier.testing import check_verifier
 
     # Each protocol ships a conformance check: run it on your implementation in your own tests.
+    dictionary = Dictionary({"loop": "a repeated sequence", "agent": "one who acts"})
     await check_provider(Shouter)
-    await check_store(DictStore)
+    await check_tool(dictionary, {"word": "loop"})
     asked = State().append(Role.USER, Text("q"))
     await check_verifier(Shouts(), passing=asked.append(Role.ASSISTANT, Text("YES")),
                          failing=asked.append(Role.ASSISTANT, Text("no")))
-    print("provider, store and verifier pass their conformance checks")
+    await check_pattern(Twice)
+    await check_store(DictStore)
+    print("provider, tool, verifier, pattern and store pass their conformance checks")
 
-    step = Step(Shouter(), tools=[Dictionary({"loop": "a repeated sequence"})])
+    step = Step(Shouter(), tools=[dictionary])
     agent = WithVerification(Twice(step), step, verifiers=[Shouts()])
-    state = await agent.run(State().append(Role.USER, Text("say hello to the world")))
+    state = await agent.run(State().append(Role.USER, Text("define loop")))
     print(f"answer: {state.answer}  (outcome {state.outcome.status}, first try {state.outcome.data['WithVerification/Twice']})")
 
     async with Manager(new_turn_processor(lambda executor: Twice(executor)), provider=Shouter(),

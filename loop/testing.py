@@ -1,4 +1,4 @@
-"""``check_executor``: a conformance check any ``loop.Executor`` implementation can run.
+"""Conformance checks: ``check_executor`` for any ``loop.Executor`` implementation, ``check_tool`` for a tool.
 
 In the spirit of ``trio.testing.check_one_way_stream``: ``await check_executor(make)`` builds executors with
 ``make(provider, tools)`` (a ``Step``, a ``Step.derive(...)``, a ``TurnMiddleware`` around one, what a session
@@ -15,6 +15,7 @@ from typing import cast
 
 import anyio
 
+from loop._checktool import check_tool
 from loop._events import TurnCompleted
 from loop._executor import Executor, has
 from loop._parts import Role, Text, ToolCall
@@ -25,7 +26,7 @@ from loop._state import State
 from loop._tools import Tool, tool
 from loop.errors import ConformanceError
 
-__all__ = ["ConformanceError", "check_executor"]
+__all__ = ["ConformanceError", "check_executor", "check_tool"]
 
 MakeExecutor = Callable[[Provider, Sequence[Tool]], "Executor | Awaitable[Executor]"]
 

@@ -19,10 +19,12 @@ def test_the_example_runs_as_a_user_runs_it() -> None:
                           timeout=60, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0] == "provider, store and verifier pass their conformance checks"
-    assert lines[1].startswith("answer: IMPROVE YOUR ANSWER.  (outcome ok")
+    assert lines[0] == "provider, tool, verifier, pattern and store pass their conformance checks"
+    # The model called the Dictionary tool, answered from it, then improved that answer: not its prompt.
+    assert lines[1] == ("answer: LOOP: A REPEATED SEQUENCE, AS THE DICTIONARY SAYS  (outcome ok, first try "
+                        "{'first': 'LOOP: A REPEATED SEQUENCE'})")
     assert lines[2] == ("stored turns: ['keep this conversation', 'KEEP THIS CONVERSATION', 'Improve your "
-                        "answer.', 'IMPROVE YOUR ANSWER.']")
+                        "answer.', 'KEEP THIS CONVERSATION, AS THE DICTIONARY SAYS']")
 
 
 async def test_the_provider_streams_words_and_a_broken_one_fails_its_check() -> None:
