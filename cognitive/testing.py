@@ -45,7 +45,7 @@ async def check_pattern(make: Callable[[Step], Any], *, reply: Callable[[Request
     if not callable(make) or not callable(answer):
         raise UsageError(f"check_pattern takes make(step) -> pattern and a reply function, got {make!r}")
     pattern = make(Step(Function(answer)))
-    if not isinstance(pattern, Pattern) or not inspect.iscoroutinefunction(getattr(pattern, "run", None)):
+    if not isinstance(pattern, Pattern) or not inspect.iscoroutinefunction(pattern.run):
         raise ConformanceError(f"{pattern!r} is not a Pattern: it needs an async run(state) -> State")
     first, second = (State().append(Role.USER, Text(q)) for q in (question, f"{question} (again)"))
 
