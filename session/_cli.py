@@ -148,6 +148,17 @@ def _token(text: str) -> str:
     return text
 
 
+def _token_file(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as file:
+            token = file.readline().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise argparse.ArgumentTypeError(f"cannot read the token file {path!r}: {exc}") from None
+    if not token:
+        raise argparse.ArgumentTypeError(f"the token file {path!r} is empty: its first line is the token")
+    return token
+
+
 def _limit_flags(cmd: argparse.ArgumentParser, name: str) -> None:
     """The server's limits: all of them for ``serve``; for ``mcp``, those its HTTP server has."""
     only = " (with --http)" if name == "mcp" else ""
@@ -167,6 +178,12 @@ def _limit_flags(cmd: argparse.ArgumentParser, name: str) -> None:
     cmd.add_argument("--max-sessions-per-token", type=_count_or_off, default="100", metavar="N",
                      help="sessions one token may hold open at once, beyond which 429; off: only the server's "
                           "limit (default: %(default)s)")
+    cmd.add_argument("--allowed-host", action="append", metavar="NAME", dest="allowed_hosts",
+                     help="a host name clients reach the server by (repeatable); others get 421 (default: the "
+                          "loopback names when serving a loopback address, else any)")
+    cmd.add_argument("--cors-origin", action="append", metavar="ORIGIN", dest="cors_origins", default=[],
+                     help="a web origin (scheme://host[:port]) whose pages may call the API from a browser "
+                          "(repeatable); requests from any other origin get 403 (default: none)")
 
 
 def _version() -> str:
@@ -197,7 +214,11 @@ def parser() -> argparse.ArgumentParser:
             cmd.add_argument("--port", type=int, default=8000)
             cmd.add_argument("--token", type=_token,
                              help="bearer token clients must send (default: $SESSION_TOKEN; without either, or "
-                                  "with it empty, the server serves this machine only, without a token)")
+                                  "with it empty, the server serves this machine only, without a token); "
+                                  "other users of the machine can read it in the process list: prefer "
+                                  "SESSION_TOKEN or --token-file")
+            cmd.add_argument("--token-file", type=_token_file, metavar="PATH",
+                             help="read the bearer token from the first line of this file")
             _limit_flags(cmd, name)
         if name == "mcp":
             cmd.add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp instead of stdio")
@@ -235,7 +256,7 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
             elif args.command == "mcp":
                 from session.mcp._conduit import DESCRIPTION, MCPConduit
 
-                token = server_token(args.token, args.host, say) if args.http else None
+                token = server_token(args.token, args.host, say, args.token_file) if args.http else None
                 mcp = MCPConduit(transport="http" if args.http else "stdio", tool=args.tool,
                                  description=args.description or DESCRIPTION, host=args.host, port=args.port,
                                  token=token, allow_no_token=token is None, max_body_bytes=args.max_body_bytes,
@@ -245,11 +266,12 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
             else:
                 from session.http._conduit import HTTPConduit
 
-                token = server_token(args.token, args.host, say)
+                token = server_token(args.token, args.host, say, args.token_file)
                 conduit = HTTPConduit(host=args.host, port=args.port, token=token, allow_no_token=token is None,
                                       max_body_bytes=args.max_body_bytes, rate_limit=args.rate_limit,
                                       max_sessions_per_token=args.max_sessions_per_token,
-                                      header_timeout=args.header_timeout, body_timeout=args.body_timeout)
+                                      header_timeout=args.header_timeout, body_timeout=args.body_timeout,
+                                      allowed_hosts=args.allowed_hosts, cors_origins=args.cors_origins)
                 async with anyio.create_task_group() as group:
                     url = await group.start(conduit.serve, manager)
                     say(f"serving on {url}: sessions under /sessions, OpenAI-compatible API under /v1, "
@@ -258,10 +280,17 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
         await _close(store, provider)
 
 
-def server_token(given: str | None, host: str, say: Callable[[str], None]) -> str | None:
-    """The token a server on ``host`` requires: ``--token``, else ``$SESSION_TOKEN``; an empty variable counts as
-    unset. None is refused off loopback, in the command line's words."""
-    token = given
+def server_token(given: str | None, host: str, say: Callable[[str], None], from_file: str | None = None
+                 ) -> str | None:
+    """The token a server on ``host`` requires: ``--token`` (with a warning: the process list shows it), else
+    ``--token-file``'s, else ``$SESSION_TOKEN``; an empty variable counts as unset. None is refused off loopback,
+    in the command line's words."""
+    if given is not None and from_file is not None:
+        raise UsageError("give the token once: --token or --token-file, not both")
+    if given is not None:
+        say("warning: --token shows the token to every user of this machine in the process list; "
+            "prefer SESSION_TOKEN or --token-file")
+    token = given if given is not None else from_file
     if token is None:
         token = os.environ.get("SESSION_TOKEN")
         if token is not None and not token.strip():

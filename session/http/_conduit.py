@@ -19,6 +19,7 @@ from session._manager import Manager
 from session._serving import DEFAULT_MAX_BODY_BYTES, asyncio_only, listen, serve_asgi
 from session.http._guards import (ERROR_HANDLERS, OPENAI_PREFIX, BearerAuth, BodyLimit, RateLimit, RateLimited,
                                   RequestLog)
+from session.http._origin import SameSite, check_hosts, check_origins
 from session.http._routes import OPEN_PATHS, SessionRoutes
 from session.openai._app import openai_routes
 from session.openai._errors import unauthorized as openai_unauthorized
@@ -59,6 +60,11 @@ class HTTPConduit:
     within ``header_timeout`` seconds (else it is closed, with 408; that is ``serve``'s: with ``app``, it is the
     ASGI server's to enforce), and a request's body within ``body_timeout`` seconds of its headers (else 408).
     A JSON body may nest arrays and objects at most 64 deep (``MAX_JSON_DEPTH``; deeper gets 400).
+
+    Against web pages in a browser (``session.http._origin``): the ``Host`` header must name the server
+    (``allowed_hosts``; by default, serving a loopback address, the loopback names; else any), a request from
+    another origin is refused (403) unless that origin is in ``cors_origins`` (CORS is off by default), and a
+    body must be sent as JSON (415 otherwise).
     """
 
     def __init__(
@@ -77,6 +83,8 @@ class HTTPConduit:
         max_sessions_per_token: int | None = 100,
         header_timeout: float = 10.0,
         body_timeout: float = 30.0,
+        allowed_hosts: Sequence[str] | None = None,
+        cors_origins: Sequence[str] = (),
     ) -> None:
         self.tokens = _check_tokens(token)
         if not isinstance(host, str) or not host:
@@ -100,6 +108,8 @@ class HTTPConduit:
         positive_number("header_timeout", header_timeout, unit="seconds")
         positive_number("body_timeout", body_timeout, unit="seconds")
         self.host, self.port = host, port
+        self.allowed_hosts = check_hosts(allowed_hosts, host)
+        self.cors_origins = check_origins(cors_origins)
         self.max_body_bytes = max_body_bytes
         self.rate_limit = rate_limit
         self.keepalive = float(keepalive)
@@ -139,8 +149,10 @@ class HTTPConduit:
             routes += openai_routes(api.manager, model_name=self.openai_model, session_key=api.key, on_open=api.opened,
                                     max_body_bytes=self.max_body_bytes, keepalive=self.keepalive, quota=api.quota,
                                     body_timeout=self.body_timeout)
-        middleware = [Middleware(RequestLog), Middleware(BearerAuth, tokens=self.tokens, open_paths=OPEN_PATHS,
-                                                         error_bodies={OPENAI_PREFIX: openai_unauthorized})]
+        middleware = [Middleware(RequestLog),
+                      Middleware(SameSite, allowed_hosts=self.allowed_hosts, cors_origins=self.cors_origins),
+                      Middleware(BearerAuth, tokens=self.tokens, open_paths=OPEN_PATHS,
+                                 error_bodies={OPENAI_PREFIX: openai_unauthorized})]
         if self.rate_limit is not None:
             middleware.append(Middleware(RateLimited, limit=self.rate_limit))
         middleware.append(Middleware(BodyLimit, max_bytes=self.max_body_bytes))

@@ -293,8 +293,8 @@ async def test_serve_takes_its_limits_from_the_command_line() -> None:
         async with httpx.AsyncClient(base_url=base) as http:
             unlimited = {(await http.post("/healthz")).status_code for _ in range(150)}  # a default burst is 100
             sessions = [(await http.post("/sessions")) for _ in range(2)]
-        slow_headers = await _exchange(base, b"GET /healthz HTTP/1.1\r\nHost: x\r\n", wait=5)
-        slow_body = await _exchange(base, b"POST /sessions HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{}",
+        slow_headers = await _exchange(base, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n", wait=5)
+        slow_body = await _exchange(base, b"POST /sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10\r\n\r\n{}",
                                     wait=5)
     assert unlimited == {405}
     assert [r.status_code for r in sessions] == [201, 429] and sessions[1].json()["error"]["type"] == "session_quota"
@@ -380,3 +380,36 @@ def test_version_names_the_installed_package() -> None:
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"python -m session (cognitive-loop {importlib.metadata.version('cognitive-loop')})"
+
+
+async def test_serve_reads_its_token_from_a_file_and_warns_when_given_on_the_command_line(tmp_path: Path) -> None:
+    import httpx
+
+    (tmp_path / "token").write_text("from-a-file\n")
+    async with serving("--token-file", str(tmp_path / "token")) as (base, said):
+        async with httpx.AsyncClient(base_url=base) as http:
+            refused = await http.post("/sessions")
+            allowed = await http.post("/sessions", headers={"authorization": "Bearer from-a-file"})
+    assert refused.status_code == 401 and allowed.status_code == 201
+    assert "process list" not in said
+    async with serving("--token", "on-the-line") as (_, said):
+        pass
+    assert "--token shows the token to every user of this machine in the process list" in said
+    done = await anyio.to_thread.run_sync(lambda: subprocess.run(
+        [sys.executable, "-m", "session", "serve", "tests.session.agents:make_agent", "--store", "memory://",
+         "--token-file", str(tmp_path / "missing")], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=60))
+    assert done.returncode == 2 and "cannot read the token file" in done.stderr
+
+
+async def test_serve_allows_the_origins_and_hosts_it_is_told() -> None:
+    import httpx
+
+    front = "https://chat.example.com"
+    async with serving("--cors-origin", front, "--allowed-host", "127.0.0.1") as (base, _):
+        async with httpx.AsyncClient(base_url=base) as http:
+            preflight = await http.options("/sessions", headers={"origin": front,
+                                                                  "access-control-request-method": "POST"})
+            evil = await http.post("/sessions", headers={"origin": "http://evil.example"})
+            renamed = await http.get("/healthz", headers={"host": "localhost"})
+    assert preflight.status_code == 204 and preflight.headers["access-control-allow-origin"] == front
+    assert evil.status_code == 403 and renamed.status_code == 421

@@ -40,7 +40,7 @@ class Served:
         if isinstance(self.transport_or_url, str):
             client = httpx.AsyncClient(base_url=self.transport_or_url, headers=headers, timeout=10)
         else:
-            client = httpx.AsyncClient(transport=self.transport_or_url, base_url="http://testserver",
+            client = httpx.AsyncClient(transport=self.transport_or_url, base_url="http://127.0.0.1",
                                        headers=headers)
         self.stack.append(client)
         return client

@@ -94,9 +94,9 @@ async def _sdk_batch(served: Served, count: int) -> tuple[list[Any], list[int]]:
     async def seen(response: httpx.Response) -> None:
         statuses.append(response.status_code)
 
-    async with httpx.AsyncClient(transport=served.transport_or_url, base_url="http://test",
+    async with httpx.AsyncClient(transport=served.transport_or_url, base_url="http://127.0.0.1",
                                  event_hooks={"response": [seen]}) as http:
-        ai = openai.AsyncOpenAI(base_url="http://test/v1", api_key=TOKEN, http_client=http)
+        ai = openai.AsyncOpenAI(base_url="http://127.0.0.1/v1", api_key=TOKEN, http_client=http)
         answers: list[Any] = [None] * count
 
         async def ask(i: int) -> None:

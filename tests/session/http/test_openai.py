@@ -11,9 +11,9 @@ from tests.session.models import echo
 
 
 def client(served, token: str) -> openai.AsyncOpenAI:  # type: ignore[no-untyped-def]
-    http = httpx.AsyncClient(transport=served.transport_or_url, base_url="http://testserver")
+    http = httpx.AsyncClient(transport=served.transport_or_url, base_url="http://127.0.0.1")
     served.stack.append(http)
-    return openai.AsyncOpenAI(base_url="http://testserver/v1", api_key=token, http_client=http, max_retries=0)
+    return openai.AsyncOpenAI(base_url="http://127.0.0.1/v1", api_key=token, http_client=http, max_retries=0)
 
 
 async def test_one_server_answers_sessions_and_chat_completions() -> None:

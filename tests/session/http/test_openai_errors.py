@@ -35,8 +35,8 @@ async def sdk(served: Served, *, token: str = TOKEN, path: str = "/v1", **option
               ) -> AsyncIterator[openai.AsyncOpenAI]:
     """The official client for the conduit, talking to it in process."""
     options.setdefault("max_retries", 0)
-    async with httpx.AsyncClient(transport=served.transport_or_url, base_url="http://test") as http:
-        yield openai.AsyncOpenAI(base_url=f"http://test{path}", api_key=token, http_client=http, **options)
+    async with httpx.AsyncClient(transport=served.transport_or_url, base_url="http://127.0.0.1") as http:
+        yield openai.AsyncOpenAI(base_url=f"http://127.0.0.1{path}", api_key=token, http_client=http, **options)
 
 
 @pytest.mark.parametrize(("header", "code"), [(None, "missing_api_key"), ("Bearer wrong", "invalid_api_key"),

@@ -59,7 +59,7 @@ async def test_request_headers_that_trickle_in_are_cut_off_with_408() -> None:
         started = time.monotonic()
         with anyio.fail_after(5):
             async with stream:
-                await stream.send(b"GET /healthz HTTP/1.1\r\nhost: x\r\n")
+                await stream.send(b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n")
                 for _ in range(3):  # a byte now and then, never the blank line that ends the headers
                     await anyio.sleep(0.1)
                     await stream.send(b"x")
@@ -86,7 +86,7 @@ async def test_the_next_request_on_a_kept_connection_has_its_own_deadline() -> N
             async with stream:
                 for _ in range(2):  # each request in time, though the connection outlives one deadline
                     await anyio.sleep(0.5)
-                    await stream.send(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+                    await stream.send(b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
                     assert (await read_response(stream)).startswith(b"HTTP/1.1 200")
                 await stream.send(b"GET /healthz HTTP/1.1\r\n")  # then one that stalls
                 reply = await read_all(stream)
@@ -103,7 +103,7 @@ async def test_a_body_that_never_finishes_is_answered_408(path: str, format: str
         started = time.monotonic()
         with anyio.fail_after(5):
             async with stream:
-                await stream.send(f"POST {path.format(id=session_id)} HTTP/1.1\r\nhost: x\r\n"
+                await stream.send(f"POST {path.format(id=session_id)} HTTP/1.1\r\nhost: 127.0.0.1\r\n"
                                   f"authorization: Bearer {TOKEN}\r\ncontent-type: application/json\r\n"
                                   "content-length: 100\r\n\r\n".encode() + b'{"text": "sl')
                 reply = await read_all(stream)
