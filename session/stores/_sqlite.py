@@ -128,7 +128,7 @@ class SQLiteStore:
         # A call whose task was cancelled natively can still reach here after aclose: it must not open a
         # connection that nobody would close.
         self._check_open()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _create_private(self.path)
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
             conn.execute("PRAGMA busy_timeout = 5000")
@@ -397,3 +397,15 @@ class SQLiteStore:
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
+
+
+def _create_private(path: Path) -> None:
+    """Make the folder (0700) and the empty database file (0600) if they do not exist, so that the
+    conversations are readable by their owner only; SQLite gives its -wal and -shm files the database's mode.
+    An existing folder or file keeps the mode it has."""
+    if not path.parent.exists():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        pass
