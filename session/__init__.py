@@ -38,8 +38,8 @@ from session._lazy import exports
 if TYPE_CHECKING:
     from session._collector import tune_collector
     from session._conduit import Conduit
-    from session._events import (Interrupted, MessageFailed, MessageFinished, MessageQueued, MessageStarted, TurnStored,
-                                 TurnUpdated)
+    from session._events import (Interrupted, MessageFailed, MessageFinished, MessageQueued, MessageStarted,
+                                 StorePaused, TurnStored, TurnUpdated)
     from session._manager import Manager, SessionLimit, StepFactory, step_factory
     from session._session import Message, Session, SessionBusy, SessionClosed, ToolResultsMismatch, TurnProcessor
     from session._stdio import StdioConduit
@@ -86,6 +86,7 @@ __all__ = [
     "Store",
     "StoreConflict",
     "StoreError",
+    "StorePaused",
     "ToolResultsMismatch",
     "TurnProcessor",
     "TurnStored",
@@ -103,7 +104,7 @@ __getattr__, __dir__ = exports(__name__, {
     "session._collector": ("tune_collector",),
     "session._conduit": ("Conduit",),
     "session._events": ("Interrupted", "MessageFailed", "MessageFinished", "MessageQueued", "MessageStarted",
-                        "TurnStored", "TurnUpdated"),
+                        "StorePaused", "TurnStored", "TurnUpdated"),
     "session._manager": ("Manager", "SessionLimit", "StepFactory", "step_factory"),
     "session._session": ("Message", "Session", "SessionBusy", "SessionClosed", "ToolResultsMismatch", "TurnProcessor"),
     "session._stdio": ("StdioConduit",),

@@ -76,3 +76,15 @@ class TurnUpdated:
 
     index: int
     turn: Turn
+
+
+@attrs.frozen
+class StorePaused:
+    """The store failed under the acknowledged message ``message_id`` (``error``, e.g. a full disk): it waits
+    ``retry_in`` seconds and runs again from its start, the messages queued behind it waiting their turn. It is
+    never reported failed for that; ``attempt`` counts the failures so far."""
+
+    message_id: str
+    error: str
+    retry_in: float
+    attempt: int

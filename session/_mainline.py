@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from loop import Role, State, Text, ToolResult, Wake, tracing
+import anyio
+
+from loop import Role, State, Text, ToolResult, Turn, Wake, tracing
+from session._events import StorePaused, TurnStored, TurnUpdated
+from session.stores._protocol import StoreConflict, StoreError
 
 if TYPE_CHECKING:
     from session._session import Session
@@ -104,3 +109,71 @@ def failed_conversation(stored: State, exc: Exception, message_id: str) -> State
             base = base.append(Role.ASSISTANT, Text(f"(no answer: the run failed with {reason})"),
                                meta={"kind": FAILURE})
     return base.with_outcome("failed", reason, path="")
+
+
+FIRST_PAUSE = 0.5
+"""Seconds a message waits after the store first failed under it; each failure doubles it, up to ``MAX_PAUSE``."""
+MAX_PAUSE = 30.0
+
+
+def store_failed(exc: BaseException) -> bool:
+    """Whether ``exc`` is the store failing to write (a full disk, a lost database), which passes, rather than a
+    conflict, which retrying would repeat."""
+    return isinstance(exc, StoreError) and not isinstance(exc, StoreConflict)
+
+
+async def pause(session: Session, item: Any, attempt: int, base: State) -> None:
+    """The store failed under ``item``, a posted message, for the ``attempt``-th time: say so, wait (longer each
+    time), and take back what the cut-short run stored past ``base``, so the message runs again from its start.
+    Messages queued behind it wait: order is kept, and nothing acknowledged is reported failed."""
+    delay = min(MAX_PAUSE, FIRST_PAUSE * 2 ** (attempt - 1))
+    _log.warning("the store failed: the message waits and runs again", session=session.id, message=item.id,
+                 error=session.store_failing, attempt=attempt, retry_in=delay)
+    session.events.publish(StorePaused(item.id, session.store_failing or "", delay, attempt))
+    await anyio.sleep(delay)
+    try:
+        await session._persist(base, rewind=True)
+    except Exception as exc:  # still failing: the next attempt finds out and waits again
+        _log.info("the store still fails", session=session.id, error=repr(exc))
+
+
+async def persist(session: Session, state: State, *, rewind: bool = False) -> None:
+    """Write what ``state`` adds to ``session``'s stored conversation (an outcome written on the stored answer
+    rewrites that turn, published as ``TurnUpdated``). A state that does not extend it is not this conversation and is not written,
+    unless ``rewind``: a processor's result replaces what its abandoned drafts left stored."""
+    if state is session._stored:
+        return  # the common case after a processor returns: everything is stored already
+    if not rewind and not extends(state, session._stored):
+        return
+    lock = session._write_lock
+    if lock.held:
+        await lock.wait()  # another write of this session (a concurrent turn) is under way
+    else:
+        lock.held = True
+    try:
+        stored = session._stored
+        common = state.common_prefix(stored)
+        size = len(state)
+        if common == size == len(stored) and state.meta == stored.meta:
+            return
+        if size - common == 1:
+            new = [cast(Turn, state.last)]  # the usual case: one turn more (so state has a last turn)
+        else:
+            new = list(itertools.islice(state.reversed(), size - common))
+            new.reverse()
+        # A write that has started always finishes: an interrupt landing mid-write must not lose a turn
+        # whose message the caller was told was accepted.
+        if session._append_at_once:
+            await session.store.append(session.id, common, new, state.meta)
+        else:
+            with anyio.CancelScope(shield=True):
+                await session.store.append(session.id, common, new, state.meta)
+        session._stored = state
+        events = session.events
+        if events.has_subscribers:
+            held = len(stored)  # turns below this index were stored before: these are rewritten
+            for offset, turn in enumerate(new):
+                index = common + offset
+                events.publish(TurnUpdated(index, turn) if index < held else TurnStored(index, turn))
+    finally:
+        lock.release()

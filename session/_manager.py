@@ -179,6 +179,10 @@ class Manager:
     def open_sessions(self) -> int:
         return len(self._sessions)
 
+    def sessions(self) -> tuple[Session, ...]:
+        """The open sessions."""
+        return tuple(self._sessions.values())
+
     async def open(self, session_id: str | None = None, *, history: Sequence[Turn] = ()) -> Session:
         """The session with ``session_id``: already open, resumed from the store, or new. Without an id, a
         new session with an unguessable id. A new session starts from ``history`` (stored first); an

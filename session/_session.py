@@ -8,7 +8,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from types import MappingProxyType
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -23,11 +23,9 @@ from session._events import (
     MessageFinished,
     MessageQueued,
     MessageStarted,
-    TurnStored,
-    TurnUpdated,
 )
 from session._groups import unwrap
-from session._mainline import WriteLock, describe, extends, record_failure
+from session._mainline import WriteLock, describe, extends, pause, persist, record_failure, store_failed
 from session._message import Message as Message  # re-exported: session's lazy exports name it here
 from session._message import (Queued, SessionBusy as SessionBusy, SessionClosed as SessionClosed,
                               ToolResultsMismatch as ToolResultsMismatch, before, message_options, message_parts,
@@ -95,6 +93,7 @@ class Session:
         self._append_at_once = getattr(type(store), "append", None) is MemoryStore.append
         self.last_active = time.monotonic()
         self.closed = False
+        self.store_failing: str | None = None  # why the store failed under the message that waits for it
 
     @property
     def state(self) -> State:
@@ -315,40 +314,55 @@ class Session:
             events.publish(MessageStarted(item.id))
         with tracing.NOOP_SPAN if tracer is None else tracing.start(
                 tracer, "session message", {"session.id": self.id, "session.message_id": item.id}):
-            # This task's turns are the conversation, stored as each completes; any other task's are branches.
-            with main_line(recorder=self._record):
-                try:
-                    asked = await self.step.submit(before(self._stored, item.parts), role_of(item.parts),
-                                                   *item.parts, meta=MappingProxyType({"message_id": item.id}))
-                    await self._record(asked)  # an executor of the caller's own may not record: the message is kept
-                    state = await run_message(self.processor, self.step, asked, item)
-                    if state is not self._stored:  # usually it is: every turn was stored as it completed
-                        if not isinstance(state, State) or not extends(state, asked):
-                            raise UsageError(
-                                f"the turn processor returned {describe(state)}, which does not extend the "
-                                "conversation it was given; nothing of it was stored (a processor returns the "
-                                "state it was given with the new turns appended)")
-                        await self._persist(state, rewind=True)  # it becomes the conversation
-                except Exception as raised:
-                    # A processor's own task group wraps the one error that failed it: report that error.
-                    exc = unwrap(raised) if isinstance(raised, ExceptionGroup) else raised
-                    _log.warning("message failed", session=self.id, message=item.id, error=repr(exc))
-                    await record_failure(self, exc, item.id)
-                    if item.posted:
-                        await self._mark_done(item.id)
-                    self.events.publish(MessageFailed(item.id, str(exc), type(exc).__name__))
-                    self._finish(item, exc)
-                else:
-                    if item.posted:
-                        await self._mark_done(item.id)
-                    if events.has_subscribers:
-                        outcome = state.outcome
-                        status = "ok" if outcome is None else outcome.status
-                        events.publish(MessageFinished(item.id, state.answer, status == "degraded",
-                                                       "" if outcome is None else outcome.reason, status))
-                    self._finish(item, state)
+            base, attempt = self._stored, 0
+            while not await self._attempt(item):
+                # The store failed under an acknowledged message: it waits, and the queue behind it, in order.
+                attempt += 1
+                await pause(self, item, attempt, base)
         self._current = None
         self.last_active = time.monotonic()
+
+    async def _attempt(self, item: Queued) -> bool:
+        """Run ``item`` once; ``False`` when the store failed under a posted (acknowledged) message, which must
+        then run again once the store works, rather than be reported failed."""
+        events = self.events
+        # This task's turns are the conversation, stored as each completes; any other task's are branches.
+        with main_line(recorder=self._record):
+            try:
+                asked = await self.step.submit(before(self._stored, item.parts), role_of(item.parts),
+                                               *item.parts, meta=MappingProxyType({"message_id": item.id}))
+                await self._record(asked)  # an executor of the caller's own may not record: the message is kept
+                state = await run_message(self.processor, self.step, asked, item)
+                if state is not self._stored:  # usually it is: every turn was stored as it completed
+                    if not isinstance(state, State) or not extends(state, asked):
+                        raise UsageError(
+                            f"the turn processor returned {describe(state)}, which does not extend the "
+                            "conversation it was given; nothing of it was stored (a processor returns the "
+                            "state it was given with the new turns appended)")
+                    await self._persist(state, rewind=True)  # it becomes the conversation
+            except Exception as raised:
+                # A processor's own task group wraps the one error that failed it: report that error.
+                exc = unwrap(raised) if isinstance(raised, ExceptionGroup) else raised
+                if item.posted and store_failed(exc) and not self.closed:
+                    self.store_failing = f"{type(exc).__name__}: {exc}"
+                    return False
+                _log.warning("message failed", session=self.id, message=item.id, error=repr(exc))
+                await record_failure(self, exc, item.id)
+                if item.posted:
+                    await self._mark_done(item.id)
+                self.events.publish(MessageFailed(item.id, str(exc), type(exc).__name__))
+                self._finish(item, exc)
+            else:
+                self.store_failing = None
+                if item.posted:
+                    await self._mark_done(item.id)
+                if events.has_subscribers:
+                    outcome = state.outcome
+                    status = "ok" if outcome is None else outcome.status
+                    events.publish(MessageFinished(item.id, state.answer, status == "degraded",
+                                                   "" if outcome is None else outcome.reason, status))
+                self._finish(item, state)
+        return True
 
     async def _record(self, state: State) -> None:
         """The main line's recorder: store what ``state`` adds to the conversation, when it extends it (a
@@ -361,42 +375,6 @@ class Session:
         self._pending.pop(item.id, None)
 
     async def _persist(self, state: State, *, rewind: bool = False) -> None:
-        """Write what ``state`` adds to the stored conversation (an outcome written on the stored answer
-        rewrites that turn). A state that does not extend it is not this conversation and is not written,
-        unless ``rewind``: a processor's result replaces what its abandoned drafts left stored."""
-        if state is self._stored:
-            return  # the common case after a processor returns: everything is stored already
-        if not rewind and not extends(state, self._stored):
-            return
-        lock = self._write_lock
-        if lock.held:
-            await lock.wait()  # another write of this session (a concurrent turn) is under way
-        else:
-            lock.held = True
-        try:
-            stored = self._stored
-            common = state.common_prefix(stored)
-            size = len(state)
-            if common == size == len(stored) and state.meta == stored.meta:
-                return
-            if size - common == 1:
-                new = [cast(Turn, state.last)]  # the usual case: one turn more (so state has a last turn)
-            else:
-                new = list(itertools.islice(state.reversed(), size - common))
-                new.reverse()
-            # A write that has started always finishes: an interrupt landing mid-write must not lose a turn
-            # whose message the caller was told was accepted.
-            if self._append_at_once:
-                await self.store.append(self.id, common, new, state.meta)
-            else:
-                with anyio.CancelScope(shield=True):
-                    await self.store.append(self.id, common, new, state.meta)
-            self._stored = state
-            events = self.events
-            if events.has_subscribers:
-                held = len(stored)  # turns below this index were stored before: these are rewritten
-                for offset, turn in enumerate(new):
-                    index = common + offset
-                    events.publish(TurnUpdated(index, turn) if index < held else TurnStored(index, turn))
-        finally:
-            lock.release()
+        """Write what ``state`` adds to the stored conversation (see ``session._mainline.persist``)."""
+        if state is not self._stored:  # the common case after a processor returns: everything is stored already
+            await persist(self, state, rewind=rewind)

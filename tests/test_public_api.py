@@ -57,7 +57,7 @@ PUBLIC = {
         "MCPStdioServer", "MCPTool", "MCPToolError", "MCPTools", "Manager", "MemoryStore", "Message",
         "MessageFailed", "MessageFinished", "MessageQueued", "MessageStarted", "RateLimit", "SQLiteStore",
         "Session", "SessionBusy", "SessionClosed", "SessionLimit", "StdioConduit", "StepFactory", "Store",
-        "StoreConflict", "StoreError", "ToolResultsMismatch", "TurnProcessor", "TurnStored", "TurnUpdated", "event_to_json",
+        "StoreConflict", "StoreError", "StorePaused", "ToolResultsMismatch", "TurnProcessor", "TurnStored", "TurnUpdated", "event_to_json",
         "open_store", "openai_app", "openai_routes", "step_factory", "tune_collector",
     ],
     "session.stores": [

@@ -228,7 +228,11 @@ class SessionRoutes:
     # -- routes -------------------------------------------------------------------------------------------
 
     async def healthz(self, request: Request) -> Response:
-        return _json({"status": "ok"})
+        failing = [s.store_failing for s in self.manager.sessions() if s.store_failing]
+        if not failing:
+            return _json({"status": "ok"})
+        whose = f"{len(failing)} session's" if len(failing) == 1 else f"{len(failing)} sessions'"
+        return _json({"status": "degraded", "store": f"failing under {whose} messages: {failing[0]}"})
 
     async def openapi(self, request: Request) -> Response:
         return _json(OPENAPI)

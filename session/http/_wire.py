@@ -14,8 +14,8 @@ from typing import Any
 from loop import (BudgetReport, Delta, EventsDropped, Finish, ReasoningDelta, TextDelta, ToolCallDelta, ToolFinished,
                   ToolStarted, TurnCompleted, TurnFailed, TurnStarted, UsageDelta)
 from loop.codec import delta_to_dict, part_to_dict
-from session._events import (Interrupted, MessageFailed, MessageFinished, MessageQueued, MessageStarted, TurnStored,
-                             TurnUpdated)
+from session._events import (Interrupted, MessageFailed, MessageFinished, MessageQueued, MessageStarted,
+                             StorePaused, TurnStored, TurnUpdated)
 from session._serving import json_text
 
 __all__ = ["EVENT_TYPES", "dumps", "event_to_json"]
@@ -65,6 +65,8 @@ _ENCODERS: dict[type, tuple[str, Callable[[Any], dict[str, Any]]]] = {
     Interrupted: ("interrupted", lambda e: {"message_id": e.message_id, "dropped": e.dropped}),
     TurnStored: ("turn_stored", lambda e: {"index": e.index, "turn": e.turn.to_dict()}),
     TurnUpdated: ("turn_updated", lambda e: {"index": e.index, "turn": e.turn.to_dict()}),
+    StorePaused: ("store_paused", lambda e: {"message_id": e.message_id, "error": e.error, "retry_in": e.retry_in,
+                                             "attempt": e.attempt}),
     BudgetReport: ("budget_report", lambda e: {"budget": e.budget, "spent": e.spent.to_dict(),
                                                "by_path": {p: s.to_dict() for p, s in e.by_path.items()},
                                                "exhausted": e.exhausted}),

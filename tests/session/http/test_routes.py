@@ -9,7 +9,7 @@ import pytest
 
 from loop import Request, TurnStarted, UsageError
 from provider import Function
-from session import MemoryStore, MessageFailed, SQLiteStore, StoreError
+from session import MemoryStore, MessageFailed, SQLiteStore, StoreError, StorePaused
 from session._conduit import Conduit
 from session.http import HTTPConduit
 from tests.session.http.helpers import OTHER, TOKEN, in_process, key, wait_turns
@@ -346,7 +346,9 @@ async def test_a_store_failure_opening_a_session_is_500_and_registers_nothing() 
         assert (await client.post("/sessions")).status_code == 201
 
 
-async def test_a_store_failure_while_a_message_runs_leaves_the_stored_turns_whole() -> None:
+async def test_a_store_failure_under_an_acknowledged_message_pauses_the_queue_and_loses_nothing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("session._mainline.FIRST_PAUSE", 0.01)
     store = FlakyStore()
     async with in_process(Function(echo), store=store) as served:
         client = served.client()
@@ -354,19 +356,27 @@ async def test_a_store_failure_while_a_message_runs_leaves_the_stored_turns_whol
         await client.post(f"/sessions/{session_id}/messages", json={"text": "kept"})
         await wait_turns(client, session_id, 2)
         store.fail_append = True
-        with served.session(session_id).events.subscribe() as events:
-            assert (await client.post(f"/sessions/{session_id}/messages", json={"text": "lost"})).status_code == 202
+        seen: list[object] = []
+        with served.session(session_id).events.subscribe(buffer=None) as events:
+            for text in ("waits", "behind"):
+                assert (await client.post(f"/sessions/{session_id}/messages", json={"text": text})).status_code == 202
             with anyio.fail_after(5):
-                failed = None
                 async for event in events:
-                    if isinstance(event, MessageFailed):
-                        failed = event
+                    seen.append(event)
+                    if sum(isinstance(e, StorePaused) for e in seen) == 2:
                         break
-        turns = (await client.get(f"/sessions/{session_id}/turns")).json()["turns"]
-    assert failed is not None and failed.kind == "StoreError"
-    assert [t["parts"][0]["text"] for t in turns] == ["kept", "KEPT"]
-    stored = await store.load(key(session_id))
-    assert stored is not None and [t.text for t in stored] == ["kept", "KEPT"]
+            health = (await client.get("/healthz")).json()
+            turns = (await client.get(f"/sessions/{session_id}/turns")).json()["turns"]
+            assert [t["parts"][0]["text"] for t in turns] == ["kept", "KEPT"], "nothing half-written"
+            store.fail_append = False  # the disk has room again
+            turns = await wait_turns(client, session_id, 6)
+            seen.extend(events.drain())
+    paused = [e for e in seen if isinstance(e, StorePaused)]
+    assert paused[0].error == "StoreError: disk full" and paused[0].attempt == 1 and paused[1].attempt == 2
+    assert health == {"status": "degraded", "store": "failing under 1 session's messages: StoreError: disk full"}
+    assert not [e for e in seen if isinstance(e, MessageFailed)], "an acknowledged message is never said to fail"
+    assert [t["parts"][0]["text"] for t in turns] == ["kept", "KEPT", "waits", "WAITS", "behind", "BEHIND"]
+    assert await store.inbox(key(session_id)) == ()
 
 
 async def test_a_store_failure_reopening_a_session_is_500_and_queues_nothing() -> None:
