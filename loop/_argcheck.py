@@ -5,11 +5,18 @@ objects of records) get a compiled quick check; whatever it cannot vouch for goe
 which also words the complaint.
 Arguments that pass come back as ``CheckedArguments``, marked with the schema they passed, so a tool handed them
 (``FunctionTool.call``) need not check them again.
+
+The text comes from a model or a sandboxed program, so it is read defensively (``ArgumentChecker.loads``): nesting
+is bounded before the parser, which recurses once per level, ever sees it, and numbers JSON cannot carry and lone
+surrogates are refused, each with a short reason rather than an exception the caller did not expect.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -26,6 +33,22 @@ _TYPES: dict[str, Check] = {
     "null": lambda v: v is None,
 }
 _NOTES = {"description", "title", "default", "examples"}
+
+MAX_JSON_DEPTH = 64
+"""How deeply the arrays and objects of JSON read by ``ArgumentChecker.loads`` may nest. The parser recurses once
+per level and some thousand levels exhaust the interpreter's stack; no tool's arguments need more than a few."""
+MAX_INT_DIGITS = 4300
+"""The most digits an integer read by ``ArgumentChecker.loads`` may have (Python's own default limit for
+converting text to ``int``, kept whatever the process sets: converting more costs time quadratic in the digits)."""
+
+# A JSON string, through its closing quote or the end of the text: possessive, so that it never backtracks, and it
+# always matches once started, so a text full of unclosed quotes is still read once (not once per quote).
+_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)', re.DOTALL)
+_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
+_NESTING = tuple(1 if b in b"[{" else -1 if b in b"]}" else 0 for b in range(256))
+# A lone surrogate in parsed text comes from a \uD800-\uDFFF escape or from the text holding one itself.
+_SURROGATE_IN_TEXT = re.compile("\\\\u[dD][89a-fA-F]|[\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _value_check(schema: Any) -> Check | None:
@@ -140,10 +163,19 @@ class ArgumentChecker:
             arguments: Any = {}
         else:
             try:
-                arguments = json.loads(raw)
+                arguments = read_json(raw)
             except ValueError as exc:
                 return f"the arguments are not valid JSON ({exc}); send a JSON object matching the tool's schema"
         return self.check(arguments)
+
+    @staticmethod
+    def loads(text: str | bytes) -> Any:
+        """JSON ``text`` (``bytes`` must be UTF-8) read as ``parse`` reads arguments, for other JSON from the same
+        untrusted source. Raises ``ValueError`` with a short reason for text that is not JSON
+        (``json.JSONDecodeError``), not UTF-8, nested more than ``MAX_JSON_DEPTH`` levels deep, holding a number
+        JSON cannot carry (``1e999999``, ``NaN``, an integer of more than ``MAX_INT_DIGITS`` digits) or a string
+        with a lone UTF-16 surrogate; never ``RecursionError``."""
+        return read_json(text)
 
     def check(self, arguments: Any) -> CheckedArguments | str:
         """Already parsed ``arguments`` (JSON values) held to the schema: the same arguments, marked as checked, or
@@ -175,3 +207,69 @@ def _complaint(error: jsonschema.ValidationError) -> str:
 
 def _same(a: Any, b: Any) -> bool:
     return (type(a) is bool) == (type(b) is bool) and a == b
+
+
+def read_json(text: str | bytes) -> Any:
+    """``ArgumentChecker.loads``."""
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        data = bytes(text)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"not UTF-8: byte {data[exc.start]:#04x} at offset {exc.start:,}") from None
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and json_depth(text) > MAX_JSON_DEPTH:
+        raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep")
+    try:
+        value = _DECODER.decode(text)
+    except RecursionError:  # the depth is bounded above; this is the last resort should the stack be deep already
+        raise ValueError("nested too deeply") from None
+    if _SURROGATE_IN_TEXT.search(text) and _holds_lone_surrogate(value):
+        raise ValueError("a lone UTF-16 surrogate in a string (like \\ud800 without its pair), which is not "
+                         "Unicode text")
+    return value
+
+
+def json_depth(text: str | bytes) -> int:
+    """How deeply the arrays and objects of the JSON ``text`` nest (0 for a lone value); brackets in strings do not
+    count. It reads the text in one pass without recursion, so it is safe to ask before parsing."""
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    brackets = _JSON_STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
+    if not brackets:
+        return 0
+    return max(0, max(itertools.accumulate(map(_NESTING.__getitem__, brackets))))
+
+
+def _number(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is too large for JSON")
+    return value
+
+
+def _integer(text: str) -> int:
+    digits = len(text) - text.startswith("-")
+    if digits > MAX_INT_DIGITS:
+        raise ValueError(f"an integer of {digits:,} digits (at most {MAX_INT_DIGITS:,} are taken)")
+    return int(text)
+
+
+def _constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_float=_number, parse_int=_integer, parse_constant=_constant)
+
+
+def _holds_lone_surrogate(value: Any) -> bool:
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            pending.extend(item)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False

@@ -5,6 +5,8 @@ The program imports a generated stub module (``from tools import add``). A call 
 streams; the answer goes back the same way. Nothing in the sandbox is trusted: every request is checked here
 before a tool runs — its id (ids count up from 1, so a replayed or forged id is refused), the per-run cap on
 calls, the tool's name, its arguments against the tool's JSON schema, and path-like arguments for traversal.
+Both the line and its arguments are read with ``ArgumentChecker.loads``, which refuses what would make the parser
+itself fail (nesting deep enough to exhaust the stack, invalid UTF-8, lone surrogates, numbers JSON cannot carry).
 """
 
 from __future__ import annotations
@@ -96,15 +98,22 @@ class ToolBridge:
 
 
 class BridgeRun:
-    """One program run's side of the bridge: admits or refuses each request line, then runs admitted calls."""
+    """One program run's side of the bridge: admits or refuses each request line, then runs admitted calls.
 
-    __slots__ = ("_bridge", "calls", "_last_id", "_warned")
+    ``unreadable`` says why the first line the bridge could not read as a request at all was refused (``None``
+    while there was none) and ``unreadable_lines`` counts them. Their refusals carry no id, since none could be
+    read, so the run's result mentions them too.
+    """
+
+    __slots__ = ("_bridge", "calls", "_last_id", "_warned", "unreadable", "unreadable_lines")
 
     def __init__(self, bridge: ToolBridge) -> None:
         self._bridge = bridge
         self.calls = 0
         self._last_id = 0
         self._warned = False
+        self.unreadable: str | None = None
+        self.unreadable_lines = 0
 
     @property
     def flooding(self) -> bool:
@@ -118,11 +127,13 @@ class BridgeRun:
         """
         self.calls += 1  # every request counts against the cap, refused ones too
         try:
-            request = json.loads(line)
-        except ValueError:
-            return _refusal(None, "ToolCallRefused", "malformed request: not JSON")
+            request = ArgumentChecker.loads(line)
+        except json.JSONDecodeError:
+            return self._unreadable("not JSON")
+        except ValueError as exc:
+            return self._unreadable(str(exc))
         if not isinstance(request, dict):
-            return _refusal(None, "ToolCallRefused", "malformed request: not a JSON object")
+            return self._unreadable("not a JSON object")
         rid = request.get("id")
         expected = self._last_id + 1
         if type(rid) is not int or rid != expected:
@@ -153,6 +164,13 @@ class BridgeRun:
             return _refusal(rid, "ToolCallRefused", f"{name}: {unsafe}")
         return Admitted(rid, tool, parsed)
 
+    def _unreadable(self, reason: str) -> bytes:
+        self.unreadable_lines += 1
+        if self.unreadable is None:  # once per run, as for ids
+            self.unreadable = reason
+            _log.warning("bridge request unreadable", reason=reason)
+        return _refusal(None, "ToolCallRefused", f"malformed request: {reason}")
+
     async def execute(self, call: Admitted) -> bytes:
         """Run an admitted call; the answer line to send back (a tool's failure becomes ``ToolError``)."""
         name = call.tool.spec.name
@@ -170,6 +188,9 @@ class BridgeRun:
             line = json.dumps({"id": call.id, "ok": True, "value": value}, ensure_ascii=True, default=json_default)
         except (TypeError, ValueError) as exc:
             return _refusal(call.id, "ToolError", f"{name} returned a value that cannot be sent back: {exc}")
+        except RecursionError:
+            return _refusal(call.id, "ToolError", f"{name} returned a value that cannot be sent back: nested too "
+                                                  "deeply")
         if len(line) > self._bridge.max_result_bytes:
             return _refusal(call.id, "ToolError", f"{name} returned {len(line):,} bytes, more than the bridge's "
                                                   f"max_result_bytes={self._bridge.max_result_bytes:,}")

@@ -19,7 +19,7 @@ import anyio.abc
 import anyio.lowlevel
 import attrs
 
-from loop import LoopError
+from loop import ArgumentChecker, LoopError
 from sandbox._bridge import Admitted, BridgeRun, ToolBridge
 from sandbox._protocol import ExecResult
 
@@ -227,6 +227,12 @@ def _result(job: Job, run: _Follower, *, timed_out: bool, duration: float) -> Ex
         stderr += ("" if not stderr or stderr.endswith("\n") else "\n") + f"sandbox: {error}\n"
     if timed_out:
         stderr += f"\n[sandbox: killed: the program ran past its {job.timeout:g} s timeout]\n"
+    bridge = run.bridge
+    if bridge is not None and bridge.unreadable is not None:
+        lines = bridge.unreadable_lines
+        stderr += (f"\n[sandbox: the tool bridge could not read {lines:,} request line{'s' if lines > 1 else ''} "
+                   f"({'the first: ' if lines > 1 else ''}{bridge.unreadable}) and refused "
+                   f"{'them' if lines > 1 else 'it'}]\n")
     if run.violation:
         stderr += f"\n[sandbox: the run was stopped: its output broke the sandbox protocol ({run.violation})]\n"
     oom = report.oom_kills > 0
@@ -256,7 +262,8 @@ class _Report:
 
 def _report(payload: bytes) -> _Report:
     try:
-        report = json.loads(payload)
+        # Read as the bridge reads requests: in the local sandbox the program can reach the supervisor's stream.
+        report = ArgumentChecker.loads(payload)
         code = report["exit_code"]
         kills = report.get("oom_kills", 0)
         if type(code) is not int or type(kills) is not int:

@@ -28,6 +28,9 @@ class ToolCallLimit(ToolCallRefused):
 
 _ERRORS = {"ToolError": ToolError, "ToolCallRefused": ToolCallRefused, "ToolCallLimit": ToolCallLimit}
 _PENDING = object()
+# The longest request line the sandbox's supervisor passes on (its MAX_CALL_LINE); a longer one would reach the
+# host cut, without an id to answer, and the call would wait for its answer until the run's timeout.
+_MAX_LINE = 1 << 20
 
 
 class _Channel:
@@ -44,14 +47,19 @@ class _Channel:
     def call(self, name, arguments):
         try:
             text = json.dumps(arguments, ensure_ascii=True, allow_nan=False)
-        except (TypeError, ValueError) as exc:
+            body = json.dumps({"tool": name, "args": text}, ensure_ascii=True)
+        except (TypeError, ValueError, RecursionError) as exc:
             return False, ToolCallRefused("%s: the arguments cannot be sent as JSON (%s)" % (name, exc))
+        if len(body) + 32 > _MAX_LINE:  # 32: room for the id
+            return False, ToolCallRefused("%s: the request is %s bytes, more than the tool bridge takes (%s); pass "
+                                          "less data per call" % (name, "{:,}".format(len(body)),
+                                                                  "{:,}".format(_MAX_LINE)))
         with self._cond:
             if self._broken:
                 return False, ToolError(self._broken)
             number = next(self._ids)
             self._answers[number] = _PENDING
-            line = json.dumps({"id": number, "tool": name, "args": text}, ensure_ascii=True) + "\n"
+            line = '{"id": %d, %s\n' % (number, body[1:])
             data = memoryview(line.encode("ascii"))
             while data:
                 data = data[os.write(self._write, data):]
@@ -73,15 +81,31 @@ class _Channel:
                 if not raw:
                     self._broken = "the tool bridge closed: the host ended this run"
                 else:
-                    answer = json.loads(raw)
-                    if self._answers.get(answer.get("id")) is _PENDING:
-                        self._answers[answer["id"]] = answer
+                    try:
+                        answer = _read_answer(raw)
+                    except (ValueError, RecursionError) as exc:
+                        # Which call it answered is unknown, so no later answer can be trusted to match either.
+                        self._broken = "the tool bridge sent an answer this program could not read (%s)" % (
+                            str(exc)[:200],)
+                    else:
+                        if self._answers.get(answer.get("id")) is _PENDING:
+                            self._answers[answer["id"]] = answer
                 self._cond.notify_all()
             answer = self._answers.pop(number)
         if answer.get("ok"):
             return True, answer.get("value")
-        error = answer.get("error") or {}
+        error = answer.get("error")
+        if not isinstance(error, dict):
+            error = {}
         return False, _ERRORS.get(str(error.get("type")), ToolError)(error.get("message", "the tool call failed"))
+
+
+def _read_answer(raw):
+    """One answer line from the host as a dict whose id is an integer (or null); ValueError if it is not one."""
+    answer = json.loads(raw)
+    if not isinstance(answer, dict) or not (answer.get("id") is None or type(answer.get("id")) is int):
+        raise ValueError("not an answer: %r" % (raw[:80],))
+    return answer
 
 
 _channel = None
