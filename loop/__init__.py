@@ -17,7 +17,8 @@ from loop._events import (
 )
 from loop._argcheck import ArgumentChecker
 from loop._ask import Asked, ask
-from loop._budget import PRICES, Budget, Price, Spend, Spent, charge, offer
+from loop._budget import PRICES, Budget, Price, Spent
+from loop._spend import Spend, charge, offer
 from loop._executor import (Deriver, Described, Executor, Publisher, Sampler, ToolRunner, Transform, Viewer, add_turn,
                             has, provider_info, require)
 from loop._middleware import TurnMiddleware

@@ -15,7 +15,8 @@ import anyio
 import anyio.abc
 import attrs
 
-from loop._budget import Spend, Spent
+from loop._budget import Spent
+from loop._spend import Spend
 from loop.checks import positive_int
 from loop._outcome import FAILED, OK, Outcome
 from loop._scope import branch, charging

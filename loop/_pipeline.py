@@ -19,7 +19,7 @@ import anyio
 
 from loop import tracing
 from loop._argcheck import ArgumentChecker
-from loop._budget import _TOOLS, Spend, exhausted_error
+from loop._spend import _TOOLS, Spend, exhausted_error
 from loop.checks import positive_int, positive_number
 from loop._events import EventBus, ToolFinished, ToolStarted
 from loop._parts import ToolCall, ToolResult

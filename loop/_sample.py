@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import anyio
 import attrs
 
-from loop._budget import charge_usage
+from loop._spend import charge_usage
 from loop.checks import positive_int
 from loop._events import TurnCompleted
 from loop._fanout import fan_out

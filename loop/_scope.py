@@ -32,7 +32,7 @@ from loop.errors import UsageError
 from loop._protocols import Options, ToolSpec
 
 if TYPE_CHECKING:
-    from loop._budget import Spend
+    from loop._spend import Spend
     from loop._state import State
 
 Recorder = Callable[["State"], Awaitable[None]]

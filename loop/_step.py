@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from loop._budget import _TURNS, Spend, charge_usage, exhausted_error, reserve
+from loop._spend import _TURNS, Spend, charge_usage, exhausted_error, reserve
 from loop._events import EventBus, TurnCompleted, TurnFailed, TurnStarted
 from loop._executor import Transform, has, provider_info
 from loop._outcome import PENDING

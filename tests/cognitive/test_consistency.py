@@ -10,7 +10,7 @@ import pytest
 from cognitive import ReAct, SingleShot, WithBudget
 from cognitive._consistency import SelfConsistency, normalise_answer
 from loop import Budget, Delta, Options, Request, Role, State, Step, Text, Usage, UsageError, tool
-from loop._budget import Spend
+from loop._spend import Spend
 from loop._scope import charging
 from loop.errors import BudgetExhausted, ServerError
 from provider import Function, tool_call

@@ -31,7 +31,8 @@ from loop import (
     UsageError,
     tool,
 )
-from loop._budget import Spend, price_of
+from loop._budget import price_of
+from loop._spend import Spend
 from loop._scope import charging
 from loop.errors import BudgetExhausted
 from provider import Function, tool_call

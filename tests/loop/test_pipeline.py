@@ -186,7 +186,7 @@ async def test_the_pipeline_is_what_turns_use() -> None:
 
 async def test_calls_are_charged_to_every_budget_and_refused_past_a_tool_call_limit() -> None:
     # The budgets a WithBudget would open, made by hand: the pipeline charges whatever the scope holds.
-    from loop._budget import Spend
+    from loop._spend import Spend
     from loop._scope import charging
 
     outer = Spend(loop.Budget(max_tool_calls=5, name="outer"))

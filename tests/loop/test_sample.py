@@ -10,7 +10,7 @@ import pytest
 import loop
 from loop import (Delta, Finish, Options, ProviderInfo, Request, Role, Stamped, State, Step, Text, TextDelta,
                   ToolResult, Usage, UsageError, provider_info, tool)
-from loop._budget import Spend
+from loop._spend import Spend
 from loop._scope import charging
 from provider import Function, tool_call
 
