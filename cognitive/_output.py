@@ -6,12 +6,15 @@ import json
 from collections.abc import Mapping
 from typing import Any, Generic, TypeVar, overload
 
+import anyio
+import anyio.to_thread
+
 from cognitive._pattern import Pattern, left_open
 from loop import (Options, OutputType, Role, State, Text, TurnExecutor, TurnKind, UsageError, provider_info, require,
                   scope, tracing, typed_answer)
 from loop.checks import non_negative_int
 from loop.errors import VerificationFailed
-from verifier import SchemaVerifier, build_report
+from verifier import Result, SchemaVerifier, build_report
 
 T = TypeVar("T")
 MODES = ("native", "text")
@@ -42,7 +45,8 @@ class WithOutput(Generic[T]):
     typed value back from any stored conversation.
 
     An answer that never validates raises ``VerificationFailed`` (its state's outcome ``failed``), or with
-    ``on_failure="degrade"`` returns that state with the outcome ``degraded``.
+    ``on_failure="degrade"`` returns that state with the outcome ``degraded``. Answers are checked in a worker
+    thread (anyio's), so that checking a long one never holds up the event loop.
     """
 
     __slots__ = ("inner", "step", "output", "mode", "max_retries", "on_failure", "_verifier")
@@ -88,10 +92,10 @@ class WithOutput(Generic[T]):
                 state = await self.inner.run(state)
             if left_open(state):
                 return state  # calls left for the caller: the answer comes once they are answered
-            result = await self._verifier.verify(state)
+            result = await self._verify(state)
             if result.ok:
                 span.set_attribute("output.formatting_turns", 0)
-                return self._done(state)
+                return await self._done(state)
             if typed:  # the answer was asked in the schema and still missed it: say how, then ask again
                 state = await self.step.submit(state, Role.SYSTEM, Text(build_report([result])),
                                                meta={"kind": TurnKind.VERIFICATION, "attempt": 1})
@@ -105,10 +109,10 @@ class WithOutput(Generic[T]):
                     state = await self.step.submit(state, Role.SYSTEM, Text(build_report([result])),
                                                    meta={"kind": TurnKind.VERIFICATION, "attempt": attempt + typed})
                 state = await self.step.turn(state, options)
-                result = await self._verifier.verify(state)
+                result = await self._verify(state)
                 if result.ok:
                     span.set_attribute("output.formatting_turns", attempt + 1)
-                    return self._done(state)
+                    return await self._done(state)
             message = (f"the answer never matched {self.output.name} in {self.max_retries + 1} formatting "
                        f"turn{'s' if self.max_retries else ''}")
             if self.on_failure == "degrade":
@@ -116,8 +120,16 @@ class WithOutput(Generic[T]):
             raise VerificationFailed(message, state=state.with_outcome(
                 "failed", message, data={"type": self.output.name, "error": result.report}), results=[result])
 
-    def _done(self, state: State) -> State:
-        value = self.output.extract(state.answer or "")
+    # Checking an answer runs the schema's patterns over it: in linear time (RE2, which releases the GIL
+    # meanwhile), yet in time that grows with the answer's length times the pattern's size. Both checks run in a
+    # worker thread, so that a long answer never holds up the event loop and everything else it serves.
+
+    async def _verify(self, state: State) -> Result:
+        # A loop of its own in the thread: the verifier's contract is async, though this one never waits.
+        return await anyio.to_thread.run_sync(anyio.run, self._verifier.verify, state)
+
+    async def _done(self, state: State) -> State:
+        value = await anyio.to_thread.run_sync(self.output.extract, state.answer or "")
         return state.with_outcome(data={"type": self.output.name, "value": value})
 
     def __repr__(self) -> str:

@@ -1,15 +1,25 @@
-"""``OutputType``: a typed answer's schema, how to find its JSON in a reply, check it, and build the value."""
+"""``OutputType``: a typed answer's schema, how to find its JSON in a reply, check it, and build the value.
+
+The schema's regular expressions (``pattern``, ``patternProperties``) are matched by RE2, in time linear in the
+text: Python's backtracking ``re``, which jsonschema uses, takes exponential time for a pattern such as
+``^(a+)+$`` on a short text that almost matches, and holds the interpreter meanwhile. Only a pattern RE2 cannot
+compile (a lookaround, a backreference) falls back to ``re``; ``OutputType.backtracking`` names them, so that a
+schema from an untrusted client can be refused.
+"""
 
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar, cast, overload
 
 import attrs
 import jsonschema
+import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
+from referencing.jsonschema import lookup_recursive_ref
 
 from loop._records import is_pydantic, record_kind
 from loop._schema import build, record_schema
@@ -23,6 +33,11 @@ _OPENER = re.compile(r"[{\[]")
 _NAME = re.compile(r"[A-Za-z_]\w*")
 _MAX_SPANS = 1000  # bounds the prose scan, which tries each '{' or '[' in turn until one parses
 _DECODER = json.JSONDecoder()
+_RE2 = re2.Options()
+_RE2.log_errors = False  # a pattern RE2 refuses is reported by OutputType.backtracking, not on standard error
+# ECMA-262's \uXXXX (JSON Schema's regular expressions are ECMA's), which RE2 writes \x{XXXX}; not after an
+# escaping backslash. The look-behind starts a match only at the first backslash of a run: linear.
+_ECMA_UNICODE = re.compile(r"(?<!\\)((?:\\\\)*)\\u([0-9A-Fa-f]{4})")
 
 
 @attrs.frozen
@@ -81,12 +96,37 @@ class OutputType(Generic[T]):
             raise UsageError(f"the schema of {name!r} is not JSON: {exc}") from exc
         except jsonschema.SchemaError as exc:
             raise UsageError(f"the schema of {name!r} is not a valid JSON schema: {exc.message}") from exc
-        return cls(name, python_type, schema=schema, validator=checker(schema))
+        return cls(name, python_type, schema=schema, validator=_linear(checker)(schema))
 
     @property
     def schema(self) -> dict[str, Any]:
         """The JSON schema, as a fresh dict (changing it changes nothing here)."""
         return copy.deepcopy(self._schema)
+
+    @property
+    def backtracking(self) -> tuple[str, ...]:
+        """What in the schema is checked by Python's backtracking ``re`` rather than by RE2, each described: a
+        pattern RE2 cannot compile (a lookaround, a backreference), and a ``$schema`` below the root (jsonschema
+        checks a subschema that names its own dialect with that dialect's stock validator). Empty when every
+        regular expression is matched in linear time. Such a check can take exponential time on a short text,
+        so a schema from an untrusted client should have none. Every ``pattern`` string and ``patternProperties``
+        key anywhere in the schema counts, even one inside ``const`` or ``examples``."""
+        found: list[str] = []
+        pending: list[tuple[Any, bool]] = [(self._schema, True)]
+        while pending:
+            value, root = pending.pop()
+            if isinstance(value, dict):
+                for key, item in value.items():
+                    patterns = ([item] if key == "pattern" and isinstance(item, str)
+                                else list(item) if key == "patternProperties" and isinstance(item, dict) else [])
+                    found += [why for why in map(_refusal, patterns) if why is not None]
+                    if key == "$schema" and not root:
+                        found.append(f"a '$schema' below the root ({item!r}), whose subschema jsonschema would "
+                                     "check with its stock validator")
+                pending.extend((item, False) for item in reversed(list(value.values())))
+            elif isinstance(value, list):
+                pending.extend((item, False) for item in reversed(value))
+        return tuple(dict.fromkeys(found))
 
     def extract(self, text: str) -> Any:
         """The JSON value in a model's reply.
@@ -164,6 +204,148 @@ class OutputType(Generic[T]):
             raise UsageError(f"cannot build {self.name} from the value: {exc}") from exc
         # A T by the check above: the value matched the schema written for T, and was built as T's class.
         return cast(T, built)
+
+
+def _re2(pattern: str) -> Any:
+    """``pattern`` compiled by RE2; raises ``re2.error`` when RE2 cannot compile it."""
+    return re2.compile(_ECMA_UNICODE.sub(r"\1\\x{\2}", pattern), _RE2)
+
+
+def _refusal(pattern: str) -> str | None:
+    """Why RE2 cannot compile ``pattern``, or ``None`` when it can."""
+    try:
+        _re2(pattern)
+    except re2.error as exc:
+        reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else exc
+        return f"the pattern {pattern!r}, which RE2 cannot compile ({reason})"
+    return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _search(pattern: str) -> Callable[[str], bool]:
+    """Whether ``pattern`` matches somewhere in a text, as JSON Schema asks: by RE2, in linear time; by ``re``
+    only for a pattern RE2 cannot compile (see ``OutputType.backtracking``)."""
+    try:
+        linear = _re2(pattern)
+    except re2.error:
+        backtracking = re.compile(pattern)
+        return lambda text: backtracking.search(text) is not None
+
+    def search(text: str) -> bool:
+        try:
+            return linear.search(text) is not None
+        except UnicodeEncodeError:  # a lone surrogate: RE2 reads its UTF-8 form (ED A0 80) as one character
+            return linear.search(text.encode("utf-8", "surrogatepass")) is not None
+
+    return search
+
+
+# jsonschema's keywords that match regular expressions, written again around ``_search``; each is the same as
+# jsonschema's own (jsonschema/_keywords.py, _utils.py), messages included, but for the matching.
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[jsonschema.ValidationError]:
+    if validator.is_type(instance, "string") and not _search(pattern)(instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: Any
+                        ) -> Iterator[jsonschema.ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        matches = _search(pattern)
+        for key, value in instance.items():
+            if matches(key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional(instance: Mapping[str, Any], schema: Any) -> list[str]:
+    properties = schema.get("properties", {})
+    patterns = [_search(pattern) for pattern in schema.get("patternProperties", {})]
+    return [key for key in instance if key not in properties and not any(match(key) for match in patterns)]
+
+
+def _extras(extras: Sequence[Any]) -> str:
+    return f"{', '.join(repr(extra) for extra in extras)} {'was' if len(extras) == 1 else 'were'}"
+
+
+def _additional_properties(validator: Any, additional: Any, instance: Any, schema: Any
+                           ) -> Iterator[jsonschema.ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    extras = set(_additional(instance, schema))
+    if validator.is_type(additional, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], additional, path=extra)
+    elif not additional and extras:
+        if "patternProperties" in schema:
+            verb = "does" if len(extras) == 1 else "do"
+            joined = ", ".join(repr(each) for each in sorted(extras))
+            patterns = ", ".join(repr(each) for each in sorted(schema["patternProperties"]))
+            yield jsonschema.ValidationError(f"{joined} {verb} not match any of the regexes: {patterns}")
+        else:
+            yield jsonschema.ValidationError(
+                f"Additional properties are not allowed ({_extras(sorted(extras, key=str))} unexpected)")
+
+
+def _evaluated(validator: Any, instance: Mapping[str, Any], schema: Any) -> set[str]:
+    """The keys of ``instance`` that ``schema`` evaluates (for ``unevaluatedProperties``), following references
+    and the applicators that passed."""
+    if not isinstance(schema, Mapping):
+        return set()
+    keys: set[str] = set()
+    for keyword in ("$ref", "$dynamicRef", "$recursiveRef"):
+        if keyword in schema:
+            resolved = (lookup_recursive_ref(validator._resolver) if keyword == "$recursiveRef"
+                        else validator._resolver.lookup(schema[keyword]))
+            keys |= _evaluated(validator.evolve(schema=resolved.contents, _resolver=resolved.resolver), instance,
+                               resolved.contents)
+    properties = schema.get("properties")
+    if isinstance(properties, Mapping):
+        keys |= properties.keys() & instance.keys()
+    for keyword in ("additionalProperties", "unevaluatedProperties"):
+        if (subschema := schema.get(keyword)) is not None:
+            keys |= {key for key, value in instance.items() if validator.evolve(schema=subschema).is_valid(value)}
+    for pattern in schema.get("patternProperties", {}):
+        keys |= {key for key in instance if _search(pattern)(key)}
+    for key, subschema in schema.get("dependentSchemas", {}).items():
+        if key in instance:
+            keys |= _evaluated(validator, instance, subschema)
+    for keyword in ("allOf", "oneOf", "anyOf"):
+        keys |= {key for subschema in schema.get(keyword, []) if validator.evolve(schema=subschema).is_valid(instance)
+                 for key in _evaluated(validator, instance, subschema)}
+    if "if" in schema:
+        if validator.evolve(schema=schema["if"]).is_valid(instance):
+            keys |= _evaluated(validator, instance, schema["if"]) | _evaluated(validator, instance, schema.get("then"))
+        else:
+            keys |= _evaluated(validator, instance, schema.get("else"))
+    return keys
+
+
+def _unevaluated_properties(validator: Any, unevaluated: Any, instance: Any, schema: Any
+                            ) -> Iterator[jsonschema.ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    evaluated = _evaluated(validator, instance, schema)
+    refused = [key for key in instance if key not in evaluated
+               and any(True for _ in validator.descend(instance[key], unevaluated, path=key, schema_path=key))]
+    if refused and unevaluated is False:
+        yield jsonschema.ValidationError(
+            f"Unevaluated properties are not allowed ({_extras(sorted(refused, key=str))} unexpected)")
+    elif refused:
+        yield jsonschema.ValidationError("Unevaluated properties are not valid under the given schema "
+                                         f"({_extras(refused)} unevaluated and invalid)")
+
+
+_KEYWORDS = {"pattern": _pattern, "patternProperties": _pattern_properties,
+             "additionalProperties": _additional_properties, "unevaluatedProperties": _unevaluated_properties}
+
+
+@functools.cache
+def _linear(checker: Any) -> Any:
+    """jsonschema's validator class ``checker``, matching regular expressions with ``_search``."""
+    keywords = {k: f for k, f in _KEYWORDS.items() if k in checker.VALIDATORS}
+    return jsonschema.validators.extend(checker, keywords)  # type: ignore[no-untyped-call]  # untyped in the stubs
 
 
 def _path(path: Sequence[Any]) -> str:

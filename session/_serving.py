@@ -1,6 +1,6 @@
 """Serving an ASGI app over HTTP for the conduits: a listening socket, uvicorn run until cancelled with a
 deadline for each request's headers, and the checks every conduit makes of a JSON request body before and after
-parsing it (how deeply it nests, and whether it holds text UTF-8 cannot carry)."""
+parsing it (that it is UTF-8, how deeply it nests, and whether it holds text UTF-8 cannot carry)."""
 
 from __future__ import annotations
 
@@ -40,6 +40,29 @@ _NESTING = tuple(1 if b in b"[{" else -1 if b in b"]}" else 0 for b in range(256
 # which ``json.loads`` lets through.
 _SURROGATE_IN_TEXT = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_ENCODINGS = {"utf-16": "UTF-16 (by its byte-order mark)", "utf-32": "UTF-32 (by its byte-order mark)",
+              "utf-16-le": "UTF-16-LE", "utf-16-be": "UTF-16-BE", "utf-32-le": "UTF-32-LE", "utf-32-be": "UTF-32-BE"}
+
+
+def utf8_json(body: bytes) -> str:
+    """The text of the JSON request ``body``, read as UTF-8, the one encoding JSON may use (RFC 8259): the
+    checks of the bytes (``json_depth``, ``lone_surrogate``) read them as UTF-8, so the parser must too, where
+    ``json.loads(bytes)`` would guess UTF-16 or UTF-32 from the first bytes. Raises ``ValueError`` saying what is
+    wrong ("it is UTF-16-LE"): UTF-16 or UTF-32 (by a byte-order mark, or by the NUL bytes such text puts beside
+    ASCII characters), a NUL byte anywhere (never in JSON text), or bytes that are not UTF-8. A UTF-8 byte-order
+    mark is dropped, as RFC 8259 lets a parser do; a surrogate written in UTF-8 (ED A0 80) is kept, for
+    ``lone_surrogate`` to name."""
+    guess = json.detect_encoding(body)
+    if guess in _ENCODINGS:
+        raise ValueError(f"it is {_ENCODINGS[guess]}")
+    nul = body.find(0)
+    if nul >= 0:
+        raise ValueError(f"it holds a NUL byte at offset {nul}, which JSON text never does (UTF-16 or UTF-32?)")
+    try:
+        text = body.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"byte 0x{body[exc.start]:02x} at offset {exc.start} is not UTF-8 ({exc.reason})") from None
+    return text.removeprefix("\ufeff")
 
 
 def json_depth(text: bytes) -> int:

@@ -42,8 +42,9 @@ def _stream(description: str, event: str) -> dict[str, Any]:
     return {"description": description, "content": {"text/event-stream": {"itemSchema": _ref(event)}}}
 
 
-_NOT_JSON = (f"The body is not a JSON object, nests arrays and objects more than {MAX_JSON_DEPTH} deep, or holds "
-             "a lone UTF-16 surrogate (an escape such as \\ud800 without its pair, which is not text).")
+_NOT_JSON = (f"The body is not a JSON object in UTF-8 (UTF-16 and UTF-32 are refused, named), nests arrays and "
+             f"objects more than {MAX_JSON_DEPTH} deep, or holds a lone UTF-16 surrogate (an escape such as \\ud800 "
+             "without its pair, which is not text).")
 _SESSION_ID = {"name": "id", "in": "path", "required": True, "description": "The id POST /sessions returned.",
                "schema": {"type": "string", "minLength": 1, "maxLength": 200}}
 # An empty value counts as none given (EventSource never sends one, but other clients may).
@@ -179,7 +180,8 @@ OPENAPI: dict[str, Any] = {
                         "content": {"application/json": {"schema": _ref("ChatCompletion")},
                                     "text/event-stream": {"itemSchema": _ref("ChunkEvent")}}},
                 "400": _openai("The request is not a valid chat completion request, or its body is not a JSON "
-                               f"object nested at most {MAX_JSON_DEPTH} deep without lone UTF-16 surrogates."),
+                               f"object in UTF-8 nested at most {MAX_JSON_DEPTH} deep without lone UTF-16 "
+                               "surrogates."),
                 "401": _openai("Missing or wrong bearer token (the client's api_key)."),
                 "404": _openai("The server runs no model of that name, or no session of that X-Session-Id is "
                                "available to this token."),
@@ -268,10 +270,22 @@ OPENAPI: dict[str, Any] = {
                 "tool_choice": {"description": "'auto', 'none', 'required' or a named function, for every turn.",
                                 "anyOf": [{"enum": ["auto", "none", "required", None]}, {"type": "object"}]},
                 "parallel_tool_calls": {"type": ["boolean", "null"], "description": "Accepted and not used."},
-                "response_format": {"type": ["object", "null"],
+                "response_format": {"anyOf": [{"type": "null"}, _ref("TextFormat"), _ref("JSONSchemaFormat")],
                                     "description": "text, json_object, or json_schema: a typed answer."}},
                 "if": {"required": ["stream_options"], "properties": {"stream_options": {"type": "object"}}},
                 "then": {"required": ["stream"], "properties": {"stream": {"const": True}}}},
+            "TextFormat": {"type": "object", "required": ["type"], "properties": {
+                "type": {"enum": ["text", "json_object"],
+                         "description": "text: a plain answer; json_object: an answer that is a JSON object."}}},
+            "JSONSchemaFormat": {"type": "object", "required": ["type", "json_schema"], "properties": {
+                "type": {"const": "json_schema"},
+                "json_schema": {"type": "object", "required": ["name"], "properties": {
+                    "name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+                    "strict": {"type": ["boolean", "null"], "description": "Either way, the answer is validated."},
+                    "schema": {"type": "object", "description": (
+                        "The JSON Schema the answer's JSON must match ({} when not given). It must be valid, refer "
+                        "only within itself, name a '$schema' at its root only, and hold only patterns RE2 compiles "
+                        "(no lookarounds or backreferences): patterns are matched in linear time.")}}}}},
             "ChatCompletion": {"type": "object", "required": ["id", "object", "created", "model", "choices", "usage"],
                                "properties": {
                 "id": {"type": "string"}, "object": {"const": "chat.completion"}, "created": {"type": "integer"},

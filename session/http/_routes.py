@@ -20,9 +20,11 @@ still be read (which opens nothing), and the next message reopens it. A session 
 has nothing stored: once closed, it is gone. Event ids rise across logs and restarts (they start from the
 clock), so a reader that comes back with an id an earlier log gave out reads the current log from its start.
 
-Request bodies are JSON objects, read within the conduit's ``body_timeout`` (else 408), nested at most
-``MAX_JSON_DEPTH`` deep and holding no lone UTF-16 surrogate (else 400: such text could be neither stored nor
-streamed). Errors are JSON: ``{"error": {"type": "...", "message": "..."}}``.
+Request bodies are JSON objects in UTF-8, read within the conduit's ``body_timeout`` (else 408), nested at
+most ``MAX_JSON_DEPTH`` deep and holding no lone UTF-16 surrogate (else 400: such text could be neither stored nor
+streamed). A body in another encoding (UTF-16 or UTF-32, which ``json.loads`` would take) is 400 too, named. A
+request whose client leaves before its body has arrived is logged with status 499 (client closed request).
+Errors are JSON: ``{"error": {"type": "...", "message": "..."}}``.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import attrs
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
@@ -44,7 +46,7 @@ from loop import EventBus, tracing
 from session._bearer import TokenQuota
 from session._events import MessageQueued
 from session._manager import Manager
-from session._serving import MAX_JSON_DEPTH, json_depth, lone_surrogate
+from session._serving import MAX_JSON_DEPTH, json_depth, lone_surrogate, utf8_json
 from session._session import Session
 from session.http._eventlog import EventLog, EventReader, EventsLost, time_ids
 from session.http._guards import Problem
@@ -206,7 +208,14 @@ class SessionRoutes:
         except TimeoutError:
             raise Problem(408, "request_timeout", f"the request body did not arrive within {self.body_timeout:g} s",
                           {"connection": "close"}) from None
-        if not raw.strip(b" \t\n\r"):  # no body: nothing but JSON's whitespace
+        except ClientDisconnect:  # logged as client-closed, not as a failure of the server's
+            raise Problem(499, "client_closed_request", "the client closed the connection before its request body "
+                                                        "arrived") from None
+        try:
+            text = utf8_json(raw)  # first: every check below reads the body as UTF-8
+        except ValueError as exc:
+            raise Problem(400, "bad_json", f"the request body must be JSON in UTF-8 (RFC 8259), and {exc}") from None
+        if not text.strip(" \t\n\r"):  # no body: nothing but JSON's whitespace
             if required:
                 raise Problem(400, "bad_json", "the request body is empty; send a JSON object")
             return {}
@@ -214,7 +223,7 @@ class SessionRoutes:
             raise Problem(400, "bad_json", f"the request body nests arrays and objects more than {MAX_JSON_DEPTH} "
                                            "deep")
         try:
-            data = json.loads(raw)
+            data = json.loads(text)
         except ValueError as exc:
             raise Problem(400, "bad_json", f"the request body is not valid JSON: {exc}") from None
         if not isinstance(data, dict):

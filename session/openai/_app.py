@@ -24,7 +24,9 @@ Structured output. ``response_format`` ``json_schema`` (strict or not) and ``jso
 with a typed answer (``cognitive.WithOutput``, native mode): an answer that already validates is kept, else a
 tool-free formatting turn asks the provider for the schema, retried with the validation report. ``content`` is
 the validated JSON (streamed once, at the end). An answer that never validates fails the request (500,
-``verification_failed``). A schema that is not valid JSON Schema, or refers outside itself, is 400.
+``verification_failed``). A schema that is not valid JSON Schema, or refers outside itself, is 400. The schema's
+regular expressions are matched by RE2, in time linear in the answer (and off the event loop), so a pattern built
+to backtrack cannot stall the server: a pattern RE2 cannot compile (a lookaround, a backreference) is 400, named.
 
 Client tools. The client's ``tools`` are offered to the model beside the agent's own (a client tool named
 like an agent tool is 400): the agent's tools run on the server as always; a call to a client tool ends the
@@ -77,8 +79,10 @@ seconds for a retry to take it over before it is stopped. The same key with anot
 Errors. Bad requests are answered as OpenAI does: ``{"error": {"message", "type", "param", "code"}}`` with 400,
 404 (unknown model), 408 (a body slower than ``body_timeout``), 413 (body over ``max_body_bytes``); 503 when
 the manager has its most sessions open, 429 when a named session's queue is full or the token holds as many open
-sessions as its ``quota`` allows (all safe to retry). A body nesting arrays and objects more than
-``MAX_JSON_DEPTH`` (64) deep, or holding a lone UTF-16 surrogate anywhere (text UTF-8 cannot carry), is 400.
+sessions as its ``quota`` allows (all safe to retry). A body that is not UTF-8 (UTF-16 or UTF-32, which
+``json.loads`` would guess: ``invalid_encoding``), nests arrays and objects more than ``MAX_JSON_DEPTH`` (64) deep,
+or holds a lone UTF-16 surrogate anywhere (text UTF-8 cannot carry), is 400. A request whose client leaves before
+its answer is answered 499 (nginx's "client closed request"), which only the request log sees.
 A run that raises is answered 500 (502 when the model provider failed, 409 when the message was interrupted) with
 ``x-should-retry: false``: a retry would run the agent and its tools again. Mid-stream, the error is a
 ``data: {"error": {...}}`` event and the stream ends with no finish reason and no ``[DONE]`` (the ``openai``
@@ -98,7 +102,7 @@ import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -111,7 +115,7 @@ from session._session import Session
 from session._message import ToolResultsMismatch, before
 from session.openai._answer import failure
 from session.openai._completion import SESSION_HEADER, Completion
-from session.openai._errors import unauthorized
+from session.openai._errors import client_closed, unauthorized
 from session.openai._replay import KEY_HEADER, Replay, Replays
 from session.stores import DeletingStore
 from session.openai._request import ChatRequest, OpenAIError, parse_chat_request
@@ -275,6 +279,8 @@ class _Endpoint:
         except TimeoutError:
             raise OpenAIError(408, f"The request body did not arrive within {self.body_timeout:g} seconds.",
                               code="request_timeout", headers={"connection": "close"}) from None
+        except ClientDisconnect:  # logged as client-closed, not as a failure of the server's
+            raise client_closed() from None
         return bytes(body)
 
     async def _open(self, request: Request, chat: ChatRequest) -> tuple[Session, str, bool]:

@@ -4,6 +4,7 @@ client leaves."""
 
 from __future__ import annotations
 
+import functools
 import secrets
 import time
 from typing import TYPE_CHECKING, Any
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 import anyio.lowlevel
+import anyio.to_thread
 from starlette.responses import Response
 
 from loop import Role, State, Subscription, Turn, tracing
@@ -18,7 +20,7 @@ from session._events import MessageFailed, MessageFinished, MessageQueued, Messa
 from session._serving import json_text
 from session._session import Session
 from session.openai._answer import Answer, Deltas, degraded_line, failure, not_ok, sse, stream_tool_calls
-from session.openai._errors import OpenAIError
+from session.openai._errors import OpenAIError, answer_client_closed
 from session.openai._replay import Entry, completion
 from session.openai._request import ChatRequest
 
@@ -130,9 +132,9 @@ class Completion:
         finally:
             with anyio.CancelScope(shield=True):
                 await self._release()
-        result = self._settle()
+        result = await self._settle()
         if self.client_gone:
-            return _nothing
+            return answer_client_closed
         if isinstance(result, OpenAIError):
             return result.response()
         return Response(json_text(completion(self.id, self.created, self.endpoint.model_name, result),
@@ -154,7 +156,7 @@ class Completion:
         finally:
             with anyio.CancelScope(shield=True):
                 await self._release()
-        self._settle()
+        await self._settle()
 
     async def _watch(self, receive: Any, scope: anyio.CancelScope) -> None:
         while (await receive())["type"] != "http.disconnect":
@@ -185,7 +187,7 @@ class Completion:
         with anyio.CancelScope(shield=True):
             await self.run.done.wait()  # the interrupt ends the message at once; its open calls are answered
 
-    def _settle(self) -> Answer | OpenAIError:
+    async def _settle(self) -> Answer | OpenAIError:
         """The request's result, kept for retries when it has an idempotency key."""
         if self.result is not None:
             return self.result
@@ -195,9 +197,14 @@ class Completion:
         if run.error is not None or run.state is None:
             result = self._fail(run.error if run.error is not None else RuntimeError("the run did not finish"))
         else:
+            answer = functools.partial(Answer.of, run.state, run.turns(run.state), output=self.chat.output,
+                                       client_tools=self.client_tools)
             try:
-                result = Answer.of(run.state, run.turns(run.state), output=self.chat.output,
-                                   client_tools=self.client_tools)
+                if self.chat.output is None:
+                    result = answer()
+                else:  # the typed value is checked against the client's schema: as WithOutput does, off the loop
+                    with anyio.CancelScope(shield=True):  # kept for retries: it must be had, even when cancelled
+                        result = await anyio.to_thread.run_sync(answer)
             except Exception as exc:  # a typed answer without its value: the run's result is unusable
                 result = self._fail(exc)
         if self.entry is not None:
@@ -240,7 +247,7 @@ class Completion:
                 for delta in deltas.of(event):
                     await emit(body(self._chunk(delta)))
         await self.run.done.wait()
-        result = self._settle()
+        result = await self._settle()
         if isinstance(result, OpenAIError):
             self.finished = True
             await emit(body(sse(result.body())))
@@ -291,7 +298,3 @@ async def _first(*events: anyio.Event) -> None:
 
         for event in events:
             group.start_soon(wait, event)
-
-
-async def _nothing(scope: Any, receive: Any, send: Any) -> None:
-    """The answer to a client that has gone: none (the server closes the connection)."""

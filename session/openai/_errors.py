@@ -51,6 +51,22 @@ def unsupported(param: str, message: str) -> OpenAIError:
     return OpenAIError(400, message, param=param, code="unsupported_value")
 
 
+def client_closed() -> OpenAIError:
+    """The error of a request whose client closed the connection before it was answered: 499, nginx's "client
+    closed request". The client never reads it; the request log does, and so tells it from a server error."""
+    return OpenAIError(499, "The client closed the connection before the request was answered.",
+                       code="client_closed_request")
+
+
+async def answer_client_closed(scope: Any, receive: Any, send: Any) -> None:
+    """The ASGI answer to a client that has gone: ``client_closed()``, which the server drops (nothing can be sent
+    on a closed connection) after the request log has read its status."""
+    try:
+        await client_closed().response()(scope, receive, send)
+    except OSError:  # servers on ASGI spec 2.4 report a gone client this way
+        pass
+
+
 def unauthorized(refusal: Refusal) -> dict[str, Any]:
     """A refused request's body in OpenAI's error format, with the codes OpenAI's own API uses."""
     if refusal == "missing":

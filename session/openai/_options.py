@@ -58,6 +58,11 @@ def output_of(raw: Any) -> OutputType[Any] | None:
     except RecursionError:
         raise OpenAIError(400, f"Invalid schema for response_format '{name}': its references lead back to "
                                "themselves without end.", param=where, code="invalid_schema") from None
+    if output.backtracking:  # a backtracking match can take exponential time on a short answer
+        raise OpenAIError(400, f"Invalid schema for response_format '{name}': it holds {output.backtracking[0]}. "
+                               "Patterns are matched in linear time, by RE2: lookarounds and backreferences are not "
+                               "supported, and only the schema's root may name a '$schema'.", param=where,
+                          code="invalid_schema")
     return output
 
 

@@ -18,7 +18,7 @@ import anyio
 from loop.checks import positive_int, positive_number
 from session._serving import json_text
 from session.openai._answer import Answer, sse, stream_tool_calls
-from session.openai._errors import OpenAIError
+from session.openai._errors import OpenAIError, answer_client_closed
 
 KEY_HEADER = "x-request-id"
 
@@ -125,7 +125,8 @@ class Replay:
             group.start_soon(gone)
             await self.entry.done.wait()
             group.cancel_scope.cancel()
-        if not self.entry.done.is_set():
+        if not self.entry.done.is_set():  # this retry's client left
+            await answer_client_closed(scope, receive, send)
             return
         result = self.entry.result
         if isinstance(result, OpenAIError):

@@ -12,7 +12,7 @@ from typing import Any, Union
 import attrs
 
 from loop import Options, OutputType, Role, Text, ToolCall, ToolResult, ToolSpec, Turn
-from session._serving import MAX_JSON_DEPTH, json_depth, lone_surrogate
+from session._serving import MAX_JSON_DEPTH, json_depth, lone_surrogate, utf8_json
 from session.openai._errors import OpenAIError as OpenAIError  # re-exported: the format's one class
 from session.openai._errors import missing, unsupported, wrong_type
 from session.openai._options import output_of, tool_choice_of, tools_of
@@ -40,11 +40,16 @@ class ChatRequest:
 def parse_chat_request(body: bytes, *, model_name: str, agent_tools: frozenset[str] = frozenset()) -> ChatRequest:
     """The request in ``body``; raises ``OpenAIError`` naming the first problem, as OpenAI would. A client tool
     named like one of ``agent_tools`` (the agent's own) is refused: the model could not tell them apart."""
+    try:
+        text = utf8_json(body)  # first: every check below reads the body as UTF-8
+    except ValueError as exc:
+        raise OpenAIError(400, f"The JSON body of your request must be UTF-8 (RFC 8259), and {exc}.",
+                          code="invalid_encoding") from None
     if json_depth(body) > MAX_JSON_DEPTH:
         raise OpenAIError(400, f"The JSON body of your request nests arrays and objects more than {MAX_JSON_DEPTH} "
                                "levels deep.", code="json_too_deep")
     try:
-        data = json.loads(body)
+        data = json.loads(text)
     except ValueError:
         raise OpenAIError(400, "We could not parse the JSON body of your request. The endpoint expects a JSON "
                                "object, and what was sent was not valid JSON.") from None
