@@ -2,7 +2,8 @@
 
 The first request with a key runs; a retry with the same key (from the same owner) waits for that run, or takes
 its stored answer, instead of running the agent again. A run is never forgotten while it goes on; its answer is
-kept ``ttl`` seconds after it came, and at most ``size`` answers are kept (the oldest go first). A key sent
+kept ``ttl`` seconds after it came, and at most ``size`` answers are kept per owner (the oldest go first), so one
+token's requests never push another's answers out. A key sent
 again with a different body (or for another ``X-Session-Id``) is a client bug, answered 400.
 """
 
@@ -47,13 +48,14 @@ class Entry:
 
 
 class Replays:
-    """The entries by (owner, key): every run going on, and the answers kept, in the order they came."""
+    """The entries by (owner, key): every run going on, and each owner's answers kept, in the order they came."""
 
     def __init__(self, *, ttl: float = 600.0, size: int = 1000) -> None:
         self.ttl = positive_number("idempotency_ttl", ttl, unit="seconds")
         self.size = positive_int("idempotency_size", size)
         self._entries: dict[tuple[str, str], Entry] = {}
-        self._kept: OrderedDict[tuple[str, str], Entry] = OrderedDict()  # finished, oldest answer first
+        # Finished, per owner, oldest answer first: each owner's own bound.
+        self._kept: dict[str, OrderedDict[tuple[str, str], Entry]] = {}
 
     def take(self, owner: str, key: str, request: bytes) -> tuple[Entry, bool]:
         """The entry for ``key``, and whether it is new (this request runs) rather than an earlier run's.
@@ -62,7 +64,7 @@ class Replays:
         if not key or len(key) > 200 or not key.isprintable():
             raise OpenAIError(400, "The X-Request-Id header must be 1 to 200 printable characters.",
                               code="invalid_request_id")
-        self._forget_old()
+        self._forget_old(owner)
         fingerprint = hashlib.sha256(request).hexdigest()
         found = self._entries.get((owner, key))
         if found is not None:
@@ -79,26 +81,28 @@ class Replays:
         """``entry``'s run is over: its answer is kept for retries, ``ttl`` seconds from now."""
         entry.finish(result, id=id, created=created, headers=headers, ttl=self.ttl)
         if self._entries.get(entry.key) is entry:
-            self._kept[entry.key] = entry
+            self._kept.setdefault(entry.key[0], OrderedDict())[entry.key] = entry
 
-    def _forget_old(self) -> None:
-        """Drop answers past their time, and the oldest beyond ``size``; never a run still going on. Answers all
-        live ``ttl``, so the oldest answer is the first to expire."""
+    def _forget_old(self, owner: str) -> None:
+        """Drop ``owner``'s answers past their time, and its oldest beyond ``size``; never a run still going on.
+        Answers all live ``ttl``, so the oldest answer is the first to expire."""
         now = time.monotonic()
-        kept = self._kept
+        kept = self._kept.get(owner)
         while kept:
             key, oldest = next(iter(kept.items()))
             if oldest.expires > now and len(kept) <= self.size:
                 break
             del kept[key]
             del self._entries[key]
+        if kept is not None and not kept:
+            del self._kept[owner]
 
     def drop(self, entry: Entry) -> None:
         """Forget ``entry`` (its run was stopped, or never started): a later retry runs afresh, and a retry already
         waiting for it is told to try again (503, which the SDKs retry)."""
         if self._entries.get(entry.key) is entry:
             del self._entries[entry.key]
-            self._kept.pop(entry.key, None)
+            self._kept.get(entry.key[0], {}).pop(entry.key, None)
         entry.finish(OpenAIError(503, "The first attempt of this request stopped before it finished; send it again "
                                       "to run it.", type="server_error", code="request_abandoned"),
                      id="", created=0, headers={}, ttl=0.0)

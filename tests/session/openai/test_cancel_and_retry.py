@@ -287,3 +287,19 @@ def test_the_oldest_answers_go_first_and_runs_going_on_are_never_forgotten() -> 
     assert [replays.take("me", key, key.encode())[1] for key in ("b", "c", "running")] == [False, False, False]
     assert replays.take("me", "a", b"a")[1] is True
     assert replays.take("me", "running", b"running")[0] is running
+
+
+def test_one_token_cannot_push_another_tokens_answers_out() -> None:
+    from session.openai._answer import Answer
+    from session.openai._replay import Replays
+
+    replays = Replays(ttl=600, size=3)
+    answer = Answer({"role": "assistant", "content": "ok"}, "stop", {})
+    mine, _ = replays.take("a", "retry-me", b"body")
+    replays.finish(mine, answer, id="1", created=0, headers={})
+    for n in range(1_001):  # token B floods the cache with keyed requests of its own
+        entry, _ = replays.take("b", f"k{n}", b"x")
+        replays.finish(entry, answer, id=str(n), created=0, headers={})
+    again, new = replays.take("a", "retry-me", b"body")
+    assert not new and again is mine, "A's retry takes its stored answer: the agent and its tool do not run again"
+    assert replays.take("b", "k0", b"x")[1], "B's own oldest answers went, beyond B's own bound"
