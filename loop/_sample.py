@@ -9,14 +9,12 @@ from typing import TYPE_CHECKING
 import anyio
 import attrs
 
-from loop._spend import charge_usage
 from loop.checks import positive_int
 from loop._events import TurnCompleted
 from loop._fanout import fan_out
 from loop._outcome import PENDING
-from loop._parts import Role, Usage
-from loop._protocols import Options, Request
-from loop._respond import stream_choices
+from loop._parts import Role
+from loop._protocols import Options
 from loop._scope import branch, current_scope
 from loop._state import State
 from loop._turn import Turn
@@ -52,25 +50,14 @@ async def sample_states(step: Step, state: State, n: int, options: Options | Non
 
 
 async def _sample_natively(step: Step, state: State, n: int, opts: Options) -> tuple[State, ...]:
-    opts = attrs.evolve(opts, n=n)
     with branch("samples") as scope:
-        budgets = scope.budgets
-        if budgets:
-            step._reserve_turn(budgets, scope, state, opts)
-        view = await step.view(state)
-        got = await stream_choices(step.provider, Request(view.turns, step._specs, opts, scope.path), step.events, n)
-        if budgets:
-            usage = sum((t.usage for t in got if t is not None and t.usage is not None), Usage())
-            model = next((t.meta.get("model") for t in got if t is not None and t.meta.get("model")), None)
-            charge_usage(budgets, usage, model or step._model(opts), scope.path)
+        got = await step._respond_choices(state, opts, scope, n)
     missing = [index for index, turn in enumerate(got) if turn is None]
     if missing:
         # A compatible server that ignores n answers once: the other samples are asked for one by one.
-        single = attrs.evolve(opts, n=None)
-
         async def ask(index: int) -> None:
             with branch(f"sample {index + 1}"):
-                got[index] = (await _answer_only(step, state, single)).last
+                got[index] = (await _answer_only(step, state, opts)).last
 
         async with anyio.create_task_group() as group:
             for index in missing:

@@ -7,14 +7,16 @@ import inspect
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
+import attrs
+
 from loop._spend import _TURNS, Spend, charge_usage, exhausted_error, reserve
 from loop._events import EventBus, TurnCompleted, TurnFailed, TurnStarted
 from loop._executor import Transform, has, provider_info
 from loop._outcome import PENDING
-from loop._parts import Part, Role, ToolCall, ToolResult
+from loop._parts import Part, Role, ToolCall, ToolResult, Usage
 from loop._pipeline import CANCELLED, ToolPipeline, error_result
 from loop._protocols import Options, Provider, ProviderInfo, Request, ToolSpec
-from loop._respond import stream_turn
+from loop._respond import stream_choices, stream_turn
 from loop._sample import sample_states
 from loop._scope import Recorder, RunScope, current_scope, current_task
 from loop._state import State
@@ -282,7 +284,34 @@ class Step:
                        specs: tuple[ToolSpec, ...]) -> tuple[Turn, Spend | None]:
         """The model's turn on ``state``, not yet appended, and the budget it passed if any: the turn is reserved
         in the scope's budgets, the model shown the view, the response streamed and published, and its usage
-        charged. The one path of every model call of a step (``turn``, and ``sample``'s)."""
+        charged. The path of every model call of a step (``turn``, and ``sample``'s one by one); one request
+        for several choices goes the same way in ``_respond_choices``."""
+        request = await self._request(state, opts, scope, specs)
+        bus = self.events
+        turn = await stream_turn(self._provider, request, bus)
+        if bus.has_subscribers:
+            bus.publish(TurnCompleted(turn))
+        passed: Spend | None = None
+        if scope.budgets:
+            usage = turn.usage
+            if usage is not None:
+                passed = charge_usage(scope.budgets, usage, turn.meta.get("model") or self._model(opts), scope.path)
+        return turn, passed
+
+    async def _respond_choices(self, state: State, opts: Options, scope: RunScope, n: int) -> list[Turn | None]:
+        """``n`` choices of the model's turn on ``state`` from one request (``None`` for a choice the provider
+        never sent), reserved as one turn, published, and their usage charged once: the prompt is paid once."""
+        request = await self._request(state, attrs.evolve(opts, n=n), scope, self._specs)
+        got = await stream_choices(self._provider, request, self.events, n)
+        if scope.budgets:
+            usage = sum((t.usage for t in got if t is not None and t.usage is not None), Usage())
+            model = next((t.meta.get("model") for t in got if t is not None and t.meta.get("model")), None)
+            charge_usage(scope.budgets, usage, model or self._model(opts), scope.path)
+        return got
+
+    async def _request(self, state: State, opts: Options, scope: RunScope, specs: tuple[ToolSpec, ...]) -> Request:
+        """The request for a model call on ``state``, once the call is reserved in the scope's budgets (which
+        raises when one has no turn left) and ``TurnStarted`` published: the model is shown the view."""
         budgets = scope.budgets
         if budgets:
             self._reserve_turn(budgets, scope, state, opts)
@@ -290,15 +319,7 @@ class Step:
         if bus.has_subscribers:
             bus.publish(TurnStarted(len(state)))
         view = await self.view(state) if self._async_view else self._view(state)
-        turn = await stream_turn(self._provider, Request(view.turns, specs, opts, scope.path), bus)
-        if bus.has_subscribers:
-            bus.publish(TurnCompleted(turn))
-        passed: Spend | None = None
-        if budgets:
-            usage = turn.usage
-            if usage is not None:
-                passed = charge_usage(budgets, usage, turn.meta.get("model") or self._model(opts), scope.path)
-        return turn, passed
+        return Request(view.turns, specs, opts, scope.path)
 
     def _model(self, opts: Options) -> str | None:
         return opts.model or provider_info(self._provider).model

@@ -102,7 +102,9 @@ class Replays:
         waiting for it is told to try again (503, which the SDKs retry)."""
         if self._entries.get(entry.key) is entry:
             del self._entries[entry.key]
-            self._kept.get(entry.key[0], {}).pop(entry.key, None)
+            kept = self._kept.get(entry.key[0])
+            if kept is not None:
+                kept.pop(entry.key, None)
         entry.finish(OpenAIError(503, "The first attempt of this request stopped before it finished; send it again "
                                       "to run it.", type="server_error", code="request_abandoned"),
                      id="", created=0, headers={}, ttl=0.0)
