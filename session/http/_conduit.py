@@ -20,7 +20,7 @@ from session._serving import DEFAULT_MAX_BODY_BYTES, asyncio_only, listen, serve
 from session.http._guards import (ERROR_HANDLERS, OPENAI_PREFIX, BearerAuth, BodyLimit, RateLimit, RateLimited,
                                   RequestLog)
 from session.http._origin import SameSite, check_hosts, check_origins
-from session.http._routes import OPEN_PATHS, SessionRoutes
+from session.http._routes import DEFAULT_MAX_CONVERSATION_BYTES, OPEN_PATHS, SessionRoutes
 from session.openai._app import openai_routes
 from session.openai._errors import unauthorized as openai_unauthorized
 
@@ -45,8 +45,9 @@ class HTTPConduit:
     ``token`` is the bearer token clients must send (or several, one per client: each sees only its own
     sessions). Without one the conduit is refused unless ``allow_no_token`` and ``host`` is a loopback
     address. Request bodies over ``max_body_bytes`` (4 MiB by default, ``DEFAULT_MAX_BODY_BYTES``) get 413;
-    POSTs beyond ``rate_limit`` per token (by default 20 a second, in bursts of up to 100) get 429 with a
-    ``Retry-After`` in whole seconds (``None``: no limit). The event stream sends a keep-alive comment after
+    POSTs beyond ``rate_limit`` per token (by default 20 a second, in bursts of up to 100), and reads beyond its
+    own budget for them (100 a second, in bursts of 200; ``/healthz`` and ``/openapi.json`` are never limited),
+    get 429 with a ``Retry-After`` in whole seconds (``None``: no limit). The event stream sends a keep-alive comment after
     ``keepalive`` quiet seconds and keeps the last ``event_log_size`` events of each session for clients that
     resume. Unless ``openai_model`` is ``None``, the same server answers the OpenAI-compatible
     ``/v1/chat/completions`` and ``/v1/models`` (listing that model name) behind the same token. Every error
@@ -59,7 +60,10 @@ class HTTPConduit:
     ``empty_timeout`` (60 s by default), freeing its place. A connection must send each request's headers
     within ``header_timeout`` seconds (else it is closed, with 408; that is ``serve``'s: with ``app``, it is the
     ASGI server's to enforce), and a request's body within ``body_timeout`` seconds of its headers (else 408).
-    A JSON body may nest arrays and objects at most 64 deep (``MAX_JSON_DEPTH``; deeper gets 400).
+    A JSON body may nest arrays and objects at most 64 deep (``MAX_JSON_DEPTH``; deeper gets 400). A
+    conversation may hold at most ``max_conversation_bytes`` of message text (UTF-8; 64 MiB by default, ``None``:
+    no limit): a message that would pass it gets 413 (``conversation_too_large``), and so does a request under
+    ``/v1`` naming a kept conversation already past it. History is read a page of turns at a time.
 
     Against web pages in a browser (``session.http._origin``): the ``Host`` header must name the server
     (``allowed_hosts``; by default, serving a loopback address, the loopback names; else any), a request from
@@ -85,6 +89,7 @@ class HTTPConduit:
         body_timeout: float = 30.0,
         allowed_hosts: Sequence[str] | None = None,
         cors_origins: Sequence[str] = (),
+        max_conversation_bytes: int | None = DEFAULT_MAX_CONVERSATION_BYTES,
     ) -> None:
         self.tokens = _check_tokens(token)
         if not isinstance(host, str) or not host:
@@ -107,6 +112,8 @@ class HTTPConduit:
             positive_int("max_sessions_per_token", max_sessions_per_token)
         positive_number("header_timeout", header_timeout, unit="seconds")
         positive_number("body_timeout", body_timeout, unit="seconds")
+        if max_conversation_bytes is not None:
+            positive_int("max_conversation_bytes", max_conversation_bytes)
         self.host, self.port = host, port
         self.allowed_hosts = check_hosts(allowed_hosts, host)
         self.cors_origins = check_origins(cors_origins)
@@ -118,6 +125,7 @@ class HTTPConduit:
         self.max_sessions_per_token = max_sessions_per_token
         self.header_timeout = float(header_timeout)
         self.body_timeout = float(body_timeout)
+        self.max_conversation_bytes = max_conversation_bytes
         if openai_model is not None and (not isinstance(openai_model, str) or not openai_model.strip()):
             raise UsageError(f"openai_model must be a model name or None, got {openai_model!r}")
         self.openai_model = openai_model
@@ -130,7 +138,7 @@ class HTTPConduit:
             quota = None if self.max_sessions_per_token is None else TokenQuota(
                 manager, per_token=self.max_sessions_per_token)
             api = SessionRoutes(manager, group, keepalive=self.keepalive, log_size=self.event_log_size, quota=quota,
-                                body_timeout=self.body_timeout)
+                                body_timeout=self.body_timeout, max_conversation_bytes=self.max_conversation_bytes)
             try:
                 yield self._starlette(api), api
             finally:
@@ -154,7 +162,7 @@ class HTTPConduit:
                       Middleware(BearerAuth, tokens=self.tokens, open_paths=OPEN_PATHS,
                                  error_bodies={OPENAI_PREFIX: openai_unauthorized})]
         if self.rate_limit is not None:
-            middleware.append(Middleware(RateLimited, limit=self.rate_limit))
+            middleware.append(Middleware(RateLimited, limit=self.rate_limit, exempt=OPEN_PATHS))
         middleware.append(Middleware(BodyLimit, max_bytes=self.max_body_bytes))
         return Starlette(routes=routes, middleware=middleware, exception_handlers=ERROR_HANDLERS)
 

@@ -137,16 +137,23 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 @attrs.frozen
 class RateLimit:
-    """At most ``per_second`` requests a second per token on average, in bursts of up to ``burst``.
+    """At most ``per_second`` POSTs a second per token on average, in bursts of up to ``burst``; and, apart,
+    at most ``reads_per_second`` reads (GET, HEAD) in bursts of up to ``read_burst``.
 
-    The default burst lets a client start 100 requests at once (a batch from an SDK) without a 429."""
+    The default burst lets a client start 100 requests at once (a batch from an SDK) without a 429. Reads get a
+    larger budget of their own (a client polling its turns, or a page of requests fetching history), so that
+    reading never uses up the budget for posting, nor the other way round."""
 
     per_second: float = 20.0
     burst: int = 100
+    reads_per_second: float = 100.0
+    read_burst: int = 200
 
     def __attrs_post_init__(self) -> None:
         positive_number("per_second", self.per_second)
         positive_int("burst", self.burst)
+        positive_number("reads_per_second", self.reads_per_second)
+        positive_int("read_burst", self.read_burst)
 
 
 class RequestLog:
@@ -185,36 +192,59 @@ class RequestLog:
                           owner=owner, duration_ms=round((time.perf_counter() - started) * 1000, 2))
 
 
-class RateLimited:
-    """Refuses POSTs beyond ``limit`` per owner with 429 and ``Retry-After`` (a token bucket per owner)."""
+class _Buckets:
+    """A token bucket per owner: ``rate`` tokens a second, holding at most ``burst``."""
 
-    def __init__(self, app: ASGIApp, *, limit: RateLimit, clock: Callable[[], float] = time.monotonic) -> None:
-        self.app = app
-        self.limit = limit
-        self._clock = clock
+    def __init__(self, rate: float, burst: int, clock: Callable[[], float]) -> None:
+        self.rate, self.burst, self._clock = rate, float(burst), clock
         self._buckets: dict[str, tuple[float, float]] = {}  # owner: (tokens left, when counted)
 
-    def _wait(self, owner: str) -> float:
+    def wait(self, owner: str) -> float:
         """Take one token from ``owner``'s bucket; 0 if there was one, else the seconds until there is."""
         now = self._clock()
-        tokens, stamp = self._buckets.get(owner, (float(self.limit.burst), now))
-        tokens = min(float(self.limit.burst), tokens + (now - stamp) * self.limit.per_second)
+        tokens, stamp = self._buckets.get(owner, (self.burst, now))
+        tokens = min(self.burst, tokens + (now - stamp) * self.rate)
         if tokens >= 1.0:
             self._buckets[owner] = (tokens - 1.0, now)
             return 0.0
         self._buckets[owner] = (tokens, now)
-        return (1.0 - tokens) / self.limit.per_second
+        return (1.0 - tokens) / self.rate
+
+
+class RateLimited:
+    """Refuses requests beyond ``limit`` per owner with 429 and ``Retry-After`` (token buckets per owner): POSTs
+    by ``per_second`` and ``burst``, reads (GET, HEAD) by their own ``reads_per_second`` and ``read_burst``.
+    Reads of ``exempt`` paths (``/healthz``, ``/openapi.json``) are never limited. A request counts once,
+    however long its answer runs: an event stream is one read."""
+
+    def __init__(self, app: ASGIApp, *, limit: RateLimit, exempt: Iterable[str] = (),
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.app = app
+        self.limit = limit
+        self.exempt = frozenset(exempt)
+        self._posts = _Buckets(limit.per_second, limit.burst, clock)
+        self._reads = _Buckets(limit.reads_per_second, limit.read_burst, clock)
+
+    def _refusal(self, scope: Scope) -> Problem | None:
+        method = scope["method"]
+        if method == "POST":
+            buckets, what, rate, burst = self._posts, "requests", self.limit.per_second, self.limit.burst
+        elif method in ("GET", "HEAD") and scope["path"] not in self.exempt:
+            buckets, what, rate, burst = self._reads, "reads", self.limit.reads_per_second, self.limit.read_burst
+        else:
+            return None
+        wait = buckets.wait(scope.get("state", {}).get("owner", ""))
+        if wait <= 0:
+            return None
+        seconds = max(1, math.ceil(wait))
+        return Problem(429, "rate_limited", f"too many {what}; at most {rate:g} a second (bursts of {burst}) per "
+                       f"token; retry in {seconds} s", {"retry-after": str(seconds)})
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST":
-            wait = self._wait(scope.get("state", {}).get("owner", ""))
-            if wait > 0:
-                seconds = max(1, math.ceil(wait))
-                await send_problem(send, Problem(
-                    429, "rate_limited", f"too many requests; at most {self.limit.per_second:g} a second "
-                    f"(bursts of {self.limit.burst}) per token; retry in {seconds} s", {"retry-after": str(seconds)}),
-                    scope)
-                return
+        problem = self._refusal(scope) if scope["type"] == "http" else None
+        if problem is not None:
+            await send_problem(send, problem, scope)
+            return
         await self.app(scope, receive, send)
 
 

@@ -11,10 +11,15 @@ from typing import Any
 from session._serving import MAX_JSON_DEPTH
 from session.http._wire import EVENT_TYPES
 
-__all__ = ["MAX_EVENT_ID", "NOT_BLANK", "OPENAPI"]
+__all__ = ["MAX_EVENT_ID", "MAX_PAGE_SIZE", "NOT_BLANK", "OPENAPI", "PAGE_SIZE"]
 
 MAX_EVENT_ID = 10**18 - 1
 """The largest event id a client may resume after (ids have at most 18 digits)."""
+
+PAGE_SIZE = 100
+"""How many turns a page of history holds when the client does not say."""
+MAX_PAGE_SIZE = 1000
+"""The most turns a page of history holds."""
 
 NOT_BLANK = "[^\t-\r\x1c- \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
 """A pattern a string matches when it holds a character that is not whitespace (``str.isspace``): what makes a
@@ -55,6 +60,9 @@ _SESSION = {**_AUTH, "404": _error("No such session for this token."),
 _POST = {"400": _error(_NOT_JSON),
          "408": _error("The request body did not arrive in time (the server's body timeout); the connection closes."),
          "413": _error("The request body is larger than the server allows.")}
+_READS = {"429": _error("Too many reads for this token (see Retry-After); reads have a budget of their own.")}
+_TOO_LARGE = _error("The request body is larger than the server allows, or the message would take the conversation "
+                    "past the most message text the server keeps in one (conversation_too_large).")
 _OPENS = {"429": _error("Too many requests for this token (see Retry-After), or the token holds as many open "
                         "sessions as one token may (session_quota)."),
           "503": _error("The server holds as many open sessions as it allows (session_limit).")}
@@ -117,7 +125,7 @@ OPENAPI: dict[str, Any] = {
             "requestBody": _body("MessageIn", required=True),
             "responses": {
                 "202": _json("The message was queued; follow it on the event stream.", "MessageQueued"),
-                **_SESSION, **_POST, **_OPENS,
+                **_SESSION, **_POST, **_OPENS, "413": _TOO_LARGE,
                 "409": _error("The session closed while the message was being queued; send it again."),
                 "422": _error("'text' is missing, not a string, or only whitespace."),
                 "429": _error("Too many requests for this token (see Retry-After), the session's queue is full "
@@ -134,9 +142,22 @@ OPENAPI: dict[str, Any] = {
                           "429": _error("Too many requests for this token (see Retry-After).")},
         }},
         "/sessions/{id}/turns": {"get": {
-            "operationId": "turns", "summary": "The stored conversation, oldest turn first.",
-            "parameters": [_SESSION_ID],
-            "responses": {"200": _json("The stored turns.", "Turns"), **_SESSION},
+            "operationId": "turns",
+            "summary": "A page of the stored conversation, oldest turn first; 'next' is the 'after' of the next page.",
+            "parameters": [
+                _SESSION_ID,
+                {"name": "after", "in": "query", "required": False,
+                 "description": "Start after the turn of this index (the 'next' of the page before); not given: "
+                                "from the first turn.",
+                 "schema": {"type": "integer", "minimum": 0, "maximum": MAX_EVENT_ID}},
+                {"name": "limit", "in": "query", "required": False,
+                 "description": "The most turns the page holds.",
+                 "schema": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE,
+                            "default": PAGE_SIZE}},
+            ],
+            "responses": {"200": _json("A page of the stored turns.", "Turns"),
+                          "400": _error("'after' or 'limit' is not a whole number in its range."), **_SESSION,
+                          **_READS},
         }},
         "/sessions/{id}/events": {"get": {
             "operationId": "events",
@@ -152,7 +173,8 @@ OPENAPI: dict[str, Any] = {
                                 "Last-Event-ID wins when both are given. Empty: not given.", "schema": _EVENT_ID},
             ],
             "responses": {"200": _stream("An endless event stream.", "SessionEvent"),
-                          "400": _error("The event id is not a whole number of at most 18 digits."), **_SESSION},
+                          "400": _error("The event id is not a whole number of at most 18 digits."), **_SESSION,
+                          **_READS},
         }},
         "/v1/chat/completions": {"post": {
             "operationId": "chatCompletions",
@@ -187,7 +209,8 @@ OPENAPI: dict[str, Any] = {
                                "available to this token."),
                 "408": _openai("The request body did not arrive in time; the connection closes."),
                 "409": _openai("The run was interrupted before it finished."),
-                "413": _openai("The request body is larger than the server allows."),
+                "413": _openai("The request body is larger than the server allows, or the X-Session-Id conversation "
+                               "holds more message text than the server keeps in one (conversation_too_large)."),
                 "429": _openai("Too many requests for this token, the session's queue is full, or the token holds "
                                "as many open sessions as one token may."),
                 "500": _openai("The agent failed, or a session could not be opened."),
@@ -198,14 +221,16 @@ OPENAPI: dict[str, Any] = {
         "/v1/models": {"get": {
             "operationId": "listModels", "summary": "OpenAI-compatible model list: the one agent this server runs.",
             "responses": {"200": _json("A list object with one model.", "ModelList"),
-                          "401": _openai("Missing or wrong bearer token.")},
+                          "401": _openai("Missing or wrong bearer token."),
+                          "429": _openai("Too many reads for this token (see Retry-After).")},
         }},
         "/v1/models/{model}": {"get": {
             "operationId": "getModel", "summary": "OpenAI-compatible model lookup.",
             "parameters": [{"name": "model", "in": "path", "required": True, "schema": {"type": "string"}}],
             "responses": {"200": _json("The model object.", "Model"),
                           "401": _openai("Missing or wrong bearer token."),
-                          "404": _openai("The server runs no model of that name.")},
+                          "404": _openai("The server runs no model of that name."),
+                          "429": _openai("Too many reads for this token (see Retry-After).")},
         }},
     },
     "components": {
@@ -237,9 +262,11 @@ OPENAPI: dict[str, Any] = {
                                 "description": "Also discard the messages waiting behind it."}}},
             "Interrupted": {"type": "object", "required": ["dropped"],
                             "properties": {"dropped": {"type": "integer", "minimum": 0}}},
-            "Turns": {"type": "object", "required": ["id", "turns"], "properties": {
+            "Turns": {"type": "object", "required": ["id", "turns", "next"], "properties": {
                 "id": {"type": "string"},
-                "turns": {"type": "array", "items": _ref("Turn")}}},
+                "turns": {"type": "array", "maxItems": MAX_PAGE_SIZE, "items": _ref("Turn")},
+                "next": {"type": ["integer", "null"], "minimum": 0,
+                         "description": "The 'after' that reads the next page; null: this page is the last."}}},
             "Turn": {"type": "object", "required": ["role", "parts"], "properties": {
                 "role": {"enum": ["system", "user", "assistant", "tool"]},
                 "parts": {"type": "array", "items": _ref("Part")},

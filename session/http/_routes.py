@@ -6,7 +6,7 @@ Routes (every one but ``/healthz`` and ``/openapi.json`` needs ``Authorization: 
     DELETE /sessions/{id}                   204                           close it (its conversation stays stored)
     POST   /sessions/{id}/messages          202 {"message_id","position"} queue a user message {"text"}
     POST   /sessions/{id}/interrupt         200 {"dropped"}               cancel the current message
-    GET    /sessions/{id}/turns             200 {"turns"}                 the stored conversation
+    GET    /sessions/{id}/turns             200 {"turns","next"}          a page of the stored conversation
     GET    /sessions/{id}/events            200 text/event-stream         every event, resumable by Last-Event-ID
     GET    /openapi.json, GET /healthz
     POST   /v1/chat/completions, GET /v1/models    the OpenAI-compatible API (see ``session.openai``)
@@ -25,6 +25,12 @@ most ``MAX_JSON_DEPTH`` deep and holding no lone UTF-16 surrogate (else 400: suc
 streamed). A body in another encoding (UTF-16 or UTF-32, which ``json.loads`` would take) is 400 too, named. A
 request whose client leaves before its body has arrived is logged with status 499 (client closed request).
 Errors are JSON: ``{"error": {"type": "...", "message": "..."}}``.
+
+What one token can make the server hold is bounded: a conversation holds at most ``max_conversation_bytes`` of
+message text (413 ``conversation_too_large`` beyond; counted as a running total per conversation, measured once
+when this app takes a stored conversation up), and history is read a page at a time (``?after=&limit=``, at most
+``MAX_PAGE_SIZE`` turns), a page holding much text being encoded in a worker thread so that it cannot stall the
+event loop.
 """
 
 from __future__ import annotations
@@ -37,12 +43,13 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 import attrs
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from loop import EventBus, tracing
+from loop import EventBus, Role, tracing
 from session._bearer import TokenQuota
 from session._events import MessageQueued
 from session._manager import Manager
@@ -50,13 +57,17 @@ from session._serving import MAX_JSON_DEPTH, json_depth, lone_surrogate, utf8_js
 from session._session import Session
 from session.http._eventlog import EventLog, EventReader, EventsLost, time_ids
 from session.http._guards import Problem
-from session.http._openapi import MAX_EVENT_ID, OPENAPI
+from session.http._history import OFF_LOOP_CHARS, fitting, page_chunks, page_number, sent, text_size, utf8_size
+from session.http._openapi import MAX_EVENT_ID, MAX_PAGE_SIZE, OPENAPI, PAGE_SIZE
 from session.http._wire import dumps
+from session.openai._errors import OpenAIError
 
 _log = tracing.logger("session.http")
 OPEN_PATHS = ("/healthz", "/openapi.json")
 _EVENT_ID = re.compile(r"[0-9]{1,18}")
 MAX_NAME = 200  # the longest session id a client may use (the manager's id adds the owner's namespace)
+DEFAULT_MAX_CONVERSATION_BYTES = 64 * 1024 * 1024
+"""The most message text (UTF-8 bytes) a conversation may hold by default."""
 
 
 def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -87,6 +98,8 @@ class _OpenSession:
     key: str
     id: str
     log: EventLog
+    size: int | None = None  # bytes of message text, counted from when first needed (see ``_count``)
+    counted: int = 0  # how many of the session's turns ``size`` has measured
 
 
 class SessionRoutes:
@@ -94,13 +107,15 @@ class SessionRoutes:
     and event log."""
 
     def __init__(self, manager: Manager, group: anyio.abc.TaskGroup, *, keepalive: float, log_size: int,
-                 quota: TokenQuota | None = None, body_timeout: float = 30.0) -> None:
+                 quota: TokenQuota | None = None, body_timeout: float = 30.0,
+                 max_conversation_bytes: int | None = DEFAULT_MAX_CONVERSATION_BYTES) -> None:
         self.manager = manager
         self.group = group
         self.keepalive = keepalive
         self.log_size = log_size
         self.quota = quota
         self.body_timeout = body_timeout
+        self.max_conversation_bytes = max_conversation_bytes
         self.sessions: dict[str, _OpenSession] = {}  # by key
 
     @staticmethod
@@ -109,7 +124,15 @@ class SessionRoutes:
         return session_key(request.state.owner, session_id)
 
     def opened(self, session_id: str, session: Session) -> None:
-        """A session was opened by the OpenAI-compatible API: its log, if this app keeps one, follows it."""
+        """A session was opened by the OpenAI-compatible API: its log, if this app keeps one, follows it. A
+        conversation already past ``max_conversation_bytes`` takes no more (413, in OpenAI's format). It is
+        measured in full each time (that API posts its messages itself, past ``_count``'s running totals); an
+        ASCII text costs no more than its length to measure."""
+        limit = self.max_conversation_bytes
+        if limit is not None and text_size(session.state) > limit:
+            raise OpenAIError(413, f"The conversation {session_id!r} holds more than {limit} bytes of message text, "
+                                   "the most the server keeps in one conversation; start a new one.",
+                              code="conversation_too_large")
         owned = self.sessions.get(session.id)
         if owned is not None:
             self._follow(owned, session)
@@ -192,6 +215,28 @@ class SessionRoutes:
             self._follow(owned, session)
         return session
 
+    def _count(self, owned: _OpenSession, session: Session, text: str) -> int:
+        """Add ``text`` to the conversation's running total of message text, or refuse it (413) when it would
+        pass ``max_conversation_bytes``; the bytes added. The total is measured the first time from what the
+        session holds, and after that, from the turns stored since that were not posted here (answers, tool
+        results), so that a message costs no more than its own text and the turns added since."""
+        limit = self.max_conversation_bytes
+        if limit is None:
+            return 0
+        turns = session.state.turns
+        if owned.size is None or len(turns) < owned.counted:  # first needed, or the conversation was cut back
+            owned.size, owned.counted = text_size(turns), len(turns)
+        else:  # the turns stored since, less the user's: those were counted as they were posted
+            owned.size += text_size(t for t in turns[owned.counted:] if t.role is not Role.USER)
+            owned.counted = len(turns)
+        added = utf8_size(text)
+        if owned.size + added > limit:
+            raise Problem(413, "conversation_too_large",
+                          f"this message ({added} bytes) would take the conversation past {limit} bytes of message "
+                          "text, the most the server keeps in one conversation; start a new session")
+        owned.size += added
+        return added
+
     def _follow(self, owned: _OpenSession, session: Session) -> None:
         """Make the session's log record ``session``'s events; a log let go meanwhile (deleted, or pruned by
         ``_track`` while this request waited) is replaced by the current one, or a new one."""
@@ -268,11 +313,17 @@ class SessionRoutes:
             got = "missing" if "text" not in data else f"{type(text).__name__} {text!r}"[:80]
             raise Problem(422, "invalid_message", f"'text' must be a non-empty string; got {got}")
         session = await self._live(request, owned)
+        added = self._count(owned, session, text)
         # The queue position is only published, so read it off the bus around the post. The message is in the
         # store (its inbox) before the 202 goes out: it runs even if the process is killed first.
-        with session.events.subscribe(buffer=None) as probe:
-            message_id = await session.post(text)
-            queued = [e for e in probe.drain() if isinstance(e, MessageQueued) and e.message_id == message_id]
+        try:
+            with session.events.subscribe(buffer=None) as probe:
+                message_id = await session.post(text)
+                queued = [e for e in probe.drain() if isinstance(e, MessageQueued) and e.message_id == message_id]
+        except BaseException:
+            if owned.size is not None:  # not stored after all
+                owned.size -= added
+            raise
         return _json({"message_id": message_id, "position": queued[0].position if queued else 0}, 202)
 
     async def interrupt(self, request: Request) -> Response:
@@ -286,6 +337,8 @@ class SessionRoutes:
         return _json({"dropped": dropped})
 
     async def turns(self, request: Request) -> Response:
+        after = page_number(request, "after", 0, MAX_EVENT_ID)
+        limit = page_number(request, "limit", 1, MAX_PAGE_SIZE) or PAGE_SIZE
         owned = await self._owned(request)
         session = self._open(owned)
         state = session.state if session is not None else await self.manager.history(owned.key)
@@ -294,7 +347,18 @@ class SessionRoutes:
                 del self.sessions[owned.key]
                 owned.log.close()
             raise Problem(404, "not_found", f"no session {owned.id!r}")
-        return _json({"id": owned.id, "turns": [] if state is None else [t.to_dict() for t in state]})
+        turns = () if state is None else state.turns
+        start = 0 if after is None else after + 1
+        page, chars = fitting(turns[start:start + limit])
+        end = start + len(page)
+        after_page = end - 1 if end < len(turns) else None
+        if chars <= OFF_LOOP_CHARS:
+            return Response(b"".join(page_chunks(owned.id, page, after_page)), media_type="application/json")
+        # Encoding megabytes of JSON takes long enough to stall every other request on the loop; and sent a
+        # chunk at a time, the page is never copied whole into one buffer.
+        chunks = await anyio.to_thread.run_sync(page_chunks, owned.id, page, after_page)
+        length = str(sum(len(chunk) for chunk in chunks))
+        return StreamingResponse(sent(chunks), media_type="application/json", headers={"content-length": length})
 
     async def events(self, request: Request) -> Response:
         owned = await self._owned(request)
