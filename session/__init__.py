@@ -25,6 +25,7 @@ Errors, under the ``loop.errors`` tree:
     ├── SessionBusy                a session's queue of waiting messages is full
     ├── SessionClosed              a message was sent to a closed session
     ├── SessionLimit               a manager already holds its most open sessions
+    │   └── ShuttingDown               the manager is stopping: it opens no session
     ├── MCPToolError               an MCP server's tool failed or answered wrongly
     ├── MCPConnectionError         an MCP server could not be started or reached
     ├── Problem                    an HTTP request is answered with an error status
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from session._conduit import Conduit
     from session._events import (Interrupted, MessageFailed, MessageFinished, MessageQueued, MessageStarted,
                                  StorePaused, TurnStored, TurnUpdated)
-    from session._manager import Manager, SessionLimit, StepFactory, step_factory
+    from session._manager import Manager, SessionLimit, ShuttingDown, StepFactory, step_factory
     from session._session import Message, Session, SessionBusy, SessionClosed, ToolResultsMismatch, TurnProcessor
     from session._stdio import StdioConduit
     from session.http import EventLog, EventReader, EventsLost, HTTPConduit, LoggedEvent, RateLimit, event_to_json
@@ -81,6 +82,7 @@ __all__ = [
     "SessionBusy",
     "SessionClosed",
     "SessionLimit",
+    "ShuttingDown",
     "StdioConduit",
     "StepFactory",
     "Store",
@@ -105,7 +107,7 @@ __getattr__, __dir__ = exports(__name__, {
     "session._conduit": ("Conduit",),
     "session._events": ("Interrupted", "MessageFailed", "MessageFinished", "MessageQueued", "MessageStarted",
                         "StorePaused", "TurnStored", "TurnUpdated"),
-    "session._manager": ("Manager", "SessionLimit", "StepFactory", "step_factory"),
+    "session._manager": ("Manager", "SessionLimit", "ShuttingDown", "StepFactory", "step_factory"),
     "session._session": ("Message", "Session", "SessionBusy", "SessionClosed", "ToolResultsMismatch", "TurnProcessor"),
     "session._stdio": ("StdioConduit",),
     "session.http": ("EventLog", "EventReader", "EventsLost", "HTTPConduit", "LoggedEvent", "RateLimit",

@@ -7,8 +7,9 @@ import importlib.metadata
 import importlib
 import math
 import os
+import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -18,7 +19,7 @@ from provider import is_loopback
 from session._collector import tune_collector
 from session._groups import unwrap
 from session._manager import Manager, StepFactory, step_factory
-from session._serving import DEFAULT_MAX_BODY_BYTES
+from session._serving import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONVERSATION_BYTES
 from session.stores._open import open_store
 from cognitive import Pattern
 
@@ -167,6 +168,10 @@ def _limit_flags(cmd: argparse.ArgumentParser, name: str) -> None:
     cmd.add_argument("--header-timeout", type=_seconds, default="10", metavar="SECONDS",
                      help=f"how long a connection may take to send a request's headers; slower gets 408 and is "
                           f"closed{only} (default: %(default)s)")
+    cmd.add_argument("--shutdown-grace", type=_seconds, default="5", metavar="SECONDS",
+                     help=f"on SIGINT or SIGTERM, how long requests in flight get to be answered (their runs are "
+                          f"cancelled at once, and the requests told the server is shutting down){only} "
+                          "(default: %(default)s)")
     if name != "serve":
         return
     cmd.add_argument("--body-timeout", type=_seconds, default="30", metavar="SECONDS",
@@ -175,6 +180,9 @@ def _limit_flags(cmd: argparse.ArgumentParser, name: str) -> None:
     cmd.add_argument("--rate-limit", type=_rate_limit, default="20:100", metavar="RATE[:BURST]",
                      help="POST requests a second per token, and how many may come at once (BURST, default 100); "
                           "beyond, 429 with Retry-After; off: no limit (default: %(default)s)")
+    cmd.add_argument("--max-conversation-bytes", type=_count_or_off, default=str(DEFAULT_MAX_CONVERSATION_BYTES),
+                     metavar="N", help="the most message text (UTF-8 bytes) one conversation may hold, beyond which "
+                                       "413; off: no limit (default: %(default)s, 64 MiB)")
     cmd.add_argument("--max-sessions-per-token", type=_count_or_off, default="100", metavar="N",
                      help="sessions one token may hold open at once, beyond which 429; off: only the server's "
                           "limit (default: %(default)s)")
@@ -260,9 +268,13 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
                 mcp = MCPConduit(transport="http" if args.http else "stdio", tool=args.tool,
                                  description=args.description or DESCRIPTION, host=args.host, port=args.port,
                                  token=token, allow_no_token=token is None, max_body_bytes=args.max_body_bytes,
-                                 header_timeout=args.header_timeout)
-                async with anyio.create_task_group() as group:
-                    say(f"serving the agent as MCP tool {args.tool!r} on {await group.start(mcp.serve, manager)}")
+                                 header_timeout=args.header_timeout, shutdown_timeout=args.shutdown_grace)
+                if not args.http:
+                    async with anyio.create_task_group() as group:
+                        say(f"serving the agent as MCP tool {args.tool!r} on {await group.start(mcp.serve, manager)}")
+                else:
+                    await serve_until_signalled(manager, mcp.serve, lambda url: say(
+                        f"serving the agent as MCP tool {args.tool!r} on {url}"))
             else:
                 from session.http._conduit import HTTPConduit
 
@@ -270,14 +282,32 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
                 conduit = HTTPConduit(host=args.host, port=args.port, token=token, allow_no_token=token is None,
                                       max_body_bytes=args.max_body_bytes, rate_limit=args.rate_limit,
                                       max_sessions_per_token=args.max_sessions_per_token,
+                                      max_conversation_bytes=args.max_conversation_bytes,
                                       header_timeout=args.header_timeout, body_timeout=args.body_timeout,
-                                      allowed_hosts=args.allowed_hosts, cors_origins=args.cors_origins)
-                async with anyio.create_task_group() as group:
-                    url = await group.start(conduit.serve, manager)
-                    say(f"serving on {url}: sessions under /sessions, OpenAI-compatible API under /v1, "
-                        f"OpenAPI at /openapi.json{'' if token else ' (no token: this machine only)'}")
+                                      allowed_hosts=args.allowed_hosts, cors_origins=args.cors_origins,
+                                      shutdown_timeout=args.shutdown_grace)
+                await serve_until_signalled(manager, conduit.serve, lambda url: say(
+                    f"serving on {url}: sessions under /sessions, OpenAI-compatible API under /v1, "
+                    f"OpenAPI at /openapi.json{'' if token else ' (no token: this machine only)'}"))
     finally:
         await _close(store, provider)
+
+
+async def serve_until_signalled(manager: Manager, serve: Callable[..., Coroutine[Any, Any, None]],
+                                started: Callable[[str], None]) -> None:
+    """Run ``serve(manager)`` (a conduit's, started with ``task_status``; ``started`` hears its URL) until SIGINT
+    or SIGTERM, then shut down as servers do: the manager stops (no new session; every run in flight is
+    cancelled, its open tool calls answered "cancelled" and stored, so each request waiting on one is answered
+    at once that the server is shutting down) while the conduit stops accepting connections and waits, for at
+    most its ``shutdown_timeout``, for those answers to go out. Returns normally: the process exits 0."""
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with anyio.create_task_group() as group:
+            started(await group.start(serve, manager))
+            async for received in signals:
+                tracing.logger("session.cli").info("shutting down", signal=signal.Signals(received).name)
+                break
+            await manager.stop()
+            group.cancel_scope.cancel()
 
 
 def server_token(given: str | None, host: str, say: Callable[[str], None], from_file: str | None = None

@@ -56,6 +56,10 @@ class SessionLimit(LoopError):
     """Raised when opening one more session would pass the manager's ``max_sessions``."""
 
 
+class ShuttingDown(SessionLimit):
+    """Raised when a session is opened while the manager stops (see ``Manager.stop``)."""
+
+
 def step_factory(tools: Sequence[Tool] = (), **settings: Any) -> StepFactory:
     """A factory making ``Step(provider, tools=tools, events=events, **settings)`` for each session."""
     tools = tuple(tools)
@@ -77,6 +81,9 @@ class Manager:
     ``idle_timeout`` seconds are closed (their conversations stay in the store), and sessions with no
     conversation yet (opened, never sent a message) after ``empty_timeout`` seconds (at most ``idle_timeout``):
     an empty session holds a place but has nothing to lose. At most ``max_sessions`` are open at once.
+
+    ``stop`` begins a shutdown: no session opens any more, and the open ones are closed, their messages
+    interrupted, so that a server can answer the requests waiting on them before it exits.
 
     With a store that keeps an inbox (``InboxStore``), messages a session ``post``s survive the process:
     entering the manager resumes every conversation with messages waiting, and opening a session puts its
@@ -125,6 +132,8 @@ class Manager:
         self._sessions: dict[str, Session] = {}
         self._group: anyio.abc.TaskGroup | None = None
         self._opening = anyio.Lock()
+        self._workers: dict[Session, anyio.Event] = {}  # set when the session's worker has stopped
+        self.stopping = False
 
     async def __aenter__(self) -> Manager:
         self._group = anyio.create_task_group()
@@ -189,6 +198,8 @@ class Manager:
         existing one keeps its own and ignores it."""
         if self._group is None:
             raise UsageError("open sessions inside 'async with manager:'")
+        if self.stopping:
+            raise ShuttingDown("the server is shutting down: it opens no more sessions")
         if session_id is None:
             session_id = secrets.token_urlsafe(18)
         check_session_id(session_id)
@@ -208,6 +219,7 @@ class Manager:
                               store=self.store, state=state, events=events, queue_size=self.queue_size,
                               waiting=resumed.waiting)
             self._sessions[session_id] = session
+            self._workers[session] = anyio.Event()
             self._group.start_soon(self._serve, session)
             return session
 
@@ -219,13 +231,27 @@ class Manager:
             return session.state
         return await history_of(self.store, check_session_id(session_id))
 
-    async def close(self, session_id: str) -> bool:
-        """Close an open session (its conversation stays in the store); whether it was open."""
+    async def close(self, session_id: str, *, wait: bool = False) -> bool:
+        """Close an open session (its conversation stays in the store); whether it was open. With ``wait``, return
+        once its worker has stopped: the message it ran is over, and what it completed (its open tool calls
+        answered "cancelled") is stored."""
         session = self._sessions.pop(session_id, None)
         if session is None:
             return False
+        stopped = self._workers.get(session)
         await session.close()
+        if wait and stopped is not None:
+            await stopped.wait()
         return True
+
+    async def stop(self) -> None:
+        """Begin shutting down: refuse to open sessions from now on (``ShuttingDown``), and close every open one,
+        interrupting the message it runs (its open tool calls are answered "cancelled" and stored), so that
+        whoever waits on a message learns at once that it will not finish (``SessionClosed``). It does not wait
+        for the workers; leaving the ``async with`` block does."""
+        self.stopping = True
+        for session_id in list(self._sessions):
+            await self.close(session_id)
 
     async def _serve(self, session: Session) -> None:
         try:
@@ -233,6 +259,9 @@ class Manager:
         finally:
             if self._sessions.get(session.id) is session:
                 del self._sessions[session.id]
+            stopped = self._workers.pop(session, None)
+            if stopped is not None:
+                stopped.set()
 
     async def _reap_idle(self) -> None:
         while True:

@@ -26,6 +26,8 @@ _log = tracing.logger("session.serving")
 
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 """The largest request body the conduits' HTTP servers take by default (4 MiB, 4,194,304 bytes); larger gets 413."""
+DEFAULT_MAX_CONVERSATION_BYTES = 64 * 1024 * 1024
+"""The most message text (UTF-8 bytes) a conversation served over HTTP may hold by default (64 MiB)."""
 
 MAX_JSON_DEPTH = 64
 """How deeply the arrays and objects of a JSON request body may nest. Deeper bodies are refused (400) before they
@@ -237,9 +239,10 @@ async def serve_asgi(
     only). ``host`` and ``path`` make the URL. A connection whose request headers take longer than
     ``header_timeout`` seconds to arrive is closed (with 408 when part of them came).
 
-    ``task_status`` gets the URL once the server accepts connections. ``around`` is entered for as long as the
-    server runs (and left first on the way out); ``on_stop`` runs as shutdown begins, so long-lived responses
-    can end before uvicorn waits up to ``shutdown_timeout`` seconds for requests in flight.
+    ``task_status`` gets the URL once the server accepts connections. ``on_stop`` runs as shutdown begins, so
+    long-lived responses can end before uvicorn waits up to ``shutdown_timeout`` seconds for requests in flight.
+    ``around`` is entered for as long as the server runs; on the way out it is left once the server stopped
+    accepting connections (and before uvicorn's wait ends), so it may first wait for requests in flight.
     """
     asyncio_only(what)
     url = url_of(sock, host, path)
@@ -258,21 +261,28 @@ async def serve_asgi(
             finally:
                 stopped.set()
 
+    def stop() -> None:
+        if not server.should_exit:
+            if on_stop is not None:
+                on_stop()
+            server.should_exit = True
+
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(run)
             try:
                 async with around if around is not None else contextlib.nullcontext():
-                    while not (server.started or stopped.is_set()):
-                        await anyio.sleep(0.005)
-                    if not server.started:
-                        raise LoopError(f"the {what} on {url} stopped while starting")
-                    _log.info("serving", what=what, url=url)
-                    task_status.started(url)
-                    await stopped.wait()
+                    try:
+                        while not (server.started or stopped.is_set()):
+                            await anyio.sleep(0.005)
+                        if not server.started:
+                            raise LoopError(f"the {what} on {url} stopped while starting")
+                        _log.info("serving", what=what, url=url)
+                        task_status.started(url)
+                        await stopped.wait()
+                    finally:
+                        stop()  # no new connections while ``around`` ends
             finally:
-                if on_stop is not None:
-                    on_stop()
-                server.should_exit = True
+                stop()
     finally:
         _log.info("stopped serving", what=what, url=url)

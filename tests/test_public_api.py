@@ -56,7 +56,7 @@ PUBLIC = {
         "Interrupted", "LoggedEvent", "MCPConduit", "MCPConnectionError", "MCPHTTPServer", "MCPServer",
         "MCPStdioServer", "MCPTool", "MCPToolError", "MCPTools", "Manager", "MemoryStore", "Message",
         "MessageFailed", "MessageFinished", "MessageQueued", "MessageStarted", "RateLimit", "SQLiteStore",
-        "Session", "SessionBusy", "SessionClosed", "SessionLimit", "StdioConduit", "StepFactory", "Store",
+        "Session", "SessionBusy", "SessionClosed", "SessionLimit", "ShuttingDown", "StdioConduit", "StepFactory", "Store",
         "StoreConflict", "StoreError", "StorePaused", "ToolResultsMismatch", "TurnProcessor", "TurnStored", "TurnUpdated", "event_to_json",
         "open_store", "openai_app", "openai_routes", "step_factory", "tune_collector",
     ],

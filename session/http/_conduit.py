@@ -16,11 +16,12 @@ from loop.checks import positive_int, positive_number
 from provider import is_loopback
 from session._bearer import TokenQuota
 from session._manager import Manager
-from session._serving import DEFAULT_MAX_BODY_BYTES, asyncio_only, listen, serve_asgi
+from session._serving import (DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONVERSATION_BYTES, asyncio_only, listen,
+                              serve_asgi)
 from session.http._guards import (ERROR_HANDLERS, OPENAI_PREFIX, BearerAuth, BodyLimit, RateLimit, RateLimited,
                                   RequestLog)
 from session.http._origin import SameSite, check_hosts, check_origins
-from session.http._routes import DEFAULT_MAX_CONVERSATION_BYTES, OPEN_PATHS, SessionRoutes
+from session.http._routes import OPEN_PATHS, SessionRoutes
 from session.openai._app import openai_routes
 from session.openai._errors import unauthorized as openai_unauthorized
 

@@ -53,7 +53,7 @@ from loop import EventBus, Role, tracing
 from session._bearer import TokenQuota
 from session._events import MessageQueued
 from session._manager import Manager
-from session._serving import MAX_JSON_DEPTH, json_depth, lone_surrogate, utf8_json
+from session._serving import DEFAULT_MAX_CONVERSATION_BYTES, MAX_JSON_DEPTH, json_depth, lone_surrogate, utf8_json
 from session._session import Session
 from session.http._eventlog import EventLog, EventReader, EventsLost, time_ids
 from session.http._guards import Problem
@@ -66,8 +66,6 @@ _log = tracing.logger("session.http")
 OPEN_PATHS = ("/healthz", "/openapi.json")
 _EVENT_ID = re.compile(r"[0-9]{1,18}")
 MAX_NAME = 200  # the longest session id a client may use (the manager's id adds the owner's namespace)
-DEFAULT_MAX_CONVERSATION_BYTES = 64 * 1024 * 1024
-"""The most message text (UTF-8 bytes) a conversation may hold by default."""
 
 
 def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:

@@ -5,7 +5,9 @@ conversation: a session is opened, the message is asked, and the answer comes ba
 the agent works, a client that sent a progress token gets a progress notification per completed model turn and
 per finished tool call. An agent that fails, or whose run was stopped by a budget or cap (a degraded run),
 answers with an MCP tool error (``isError``) carrying the message, since a degraded run is never a success.
-A client cancelling its call interrupts the agent.
+A client cancelling its call interrupts the agent. A call in flight when the manager stops (a server shutting
+down, ``Manager.stop``) is answered with a tool error saying so; over HTTP, shutting down stops accepting
+connections, then waits (``shutdown_timeout``) for the calls in flight to be answered before the MCP sessions end.
 
 Over stdio the protocol owns stdout: while serving, the SDK points file descriptor 1 at stderr, so stray
 prints and logs cannot corrupt it (the command line also sends structlog to stderr). Over streamable HTTP it
@@ -17,6 +19,8 @@ otherwise on a loopback host; it describes that token as the MCP authorization s
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 import anyio
@@ -29,7 +33,7 @@ from mcp.shared.exceptions import MCPError
 from loop import LoopError, Role, State, ToolFinished, TurnCompleted, UsageError, tracing
 from loop.checks import positive_int, positive_number
 from provider import is_loopback
-from session._manager import Manager
+from session._manager import Manager, ShuttingDown
 from session._serving import DEFAULT_MAX_BODY_BYTES, listen, serve_asgi
 from session._session import Session
 from session.mcp._auth import ProtectedResource
@@ -37,6 +41,8 @@ from session.mcp._auth import ProtectedResource
 _log = tracing.logger("session.mcp")
 DESCRIPTION = ("Ask an AI agent. Send a complete, self-contained request in 'message'; the agent works on it "
                "(it may use its own tools) and answers in text. Each call is a new conversation.")
+_SHUTTING_DOWN = ("the server is shutting down: the agent was stopped before it finished (its work so far is "
+                  "lost); call again once the server is back")
 Report = Callable[[float, "float | None", "str | None"], Awaitable[None]]
 
 
@@ -123,15 +129,55 @@ class MCPConduit:
         await self._serve_http(server, task_status)
 
     async def _serve_http(self, server: Server, task_status: anyio.abc.TaskStatus[str]) -> None:
-        app: Any = server.streamable_http_app(streamable_http_path=self.path, host=self.host,
-                                              max_request_body_size=self.max_body_bytes)
+        posts = _Posts(server.streamable_http_app(streamable_http_path=self.path, host=self.host,
+                                                  max_request_body_size=self.max_body_bytes))
+        app: Any = posts
         if self.token is not None:
             app = ProtectedResource(app, token=self.token, path=self.path, name=self.name)
         with listen(self.host, self.port) as sock:
-            # The MCP sessions end first on shutdown, so their open streams do not hold uvicorn up.
+            # The MCP sessions end before uvicorn's wait does, so their open streams do not hold it up; but only
+            # once the calls in flight are answered, or the session's end would cut their answers off.
             await serve_asgi(app, sock, host=self.host, path=self.path, shutdown_timeout=self.shutdown_timeout,
                              header_timeout=self.header_timeout, task_status=task_status,
-                             around=server.session_manager.run(), what="MCP server")
+                             around=_drained(server.session_manager.run(), posts, self.shutdown_timeout),
+                             what="MCP server")
+
+
+class _Posts:
+    """The MCP app, counting the POST requests in flight (the JSON-RPC requests, ``tools/call`` among them; a GET
+    is a session's long-lived stream of notifications, which only ends with the session)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.count = 0
+        self.idle = anyio.Event()
+        self.idle.set()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        self.count += 1
+        self.idle = anyio.Event() if self.count == 1 else self.idle
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.count -= 1
+            if not self.count:
+                self.idle.set()
+
+
+@asynccontextmanager
+async def _drained(sessions: AbstractAsyncContextManager[Any], posts: _Posts, timeout: float
+                   ) -> AsyncIterator[None]:
+    """``sessions`` (the SDK's session manager running), left once the POST requests in flight are answered, or
+    after ``timeout`` seconds."""
+    async with sessions:
+        try:
+            yield
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(timeout):
+                await posts.idle.wait()
 
 
 class _AgentTool:
@@ -160,6 +206,8 @@ class _AgentTool:
             return _failure("the tool takes one argument, 'message': a non-empty string")
         try:
             session = await self.manager.open()
+        except ShuttingDown:
+            return _failure(_SHUTTING_DOWN)
         except LoopError as exc:
             return _failure(f"the agent cannot take the call: {exc}")
         try:
@@ -167,6 +215,8 @@ class _AgentTool:
         finally:
             with anyio.CancelScope(shield=True):  # a cancelled call interrupts the agent
                 await self.manager.close(session.id)
+        if isinstance(outcome, Exception) and self.manager.stopping:
+            return _failure(_SHUTTING_DOWN)
         if isinstance(outcome, Exception):
             _log.info("agent call failed", session=session.id, error=repr(outcome))  # the session warned already
             return _failure(f"the agent failed: {type(outcome).__name__}: {outcome}")

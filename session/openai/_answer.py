@@ -157,6 +157,13 @@ def sse(data: dict[str, Any]) -> bytes:
     return f"data: {json_text(data, separators=(',', ':'))}\n\n".encode()
 
 
+def shutting_down() -> OpenAIError:
+    """The answer to a request the server could not finish because it is shutting down (its run, if it had one,
+    was cancelled): 503, which a client may retry once the server is back."""
+    return OpenAIError(503, "The server is shutting down; the request was stopped before it finished. Retry it "
+                            "once the server is back.", type="server_error", code="server_shutting_down")
+
+
 def failure(exc: Exception) -> OpenAIError:
     """The answer to a run that raised. Only a message that was never accepted may be retried by the client:
     any other retry would run the agent, and its tools, again."""

@@ -86,7 +86,8 @@ its answer is answered 499 (nginx's "client closed request"), which only the req
 A run that raises is answered 500 (502 when the model provider failed, 409 when the message was interrupted) with
 ``x-should-retry: false``: a retry would run the agent and its tools again. Mid-stream, the error is a
 ``data: {"error": {...}}`` event and the stream ends with no finish reason and no ``[DONE]`` (the ``openai``
-package raises ``APIError``).
+package raises ``APIError``). A request in flight when the server shuts down (``Manager.stop``: its run is
+cancelled) is answered 503 ``server_shutting_down``; a stream gets that error event, then ``data: [DONE]``.
 """
 
 from __future__ import annotations
@@ -109,11 +110,11 @@ from starlette.routing import Route
 from loop import EventBus, LoopError, ToolRunner, UsageError, has, tracing
 from loop.checks import positive_int, positive_number
 from session._bearer import BearerAuth, TokenQuota
-from session._manager import Manager, SessionLimit
+from session._manager import Manager, SessionLimit, ShuttingDown
 from session._serving import DEFAULT_MAX_BODY_BYTES
 from session._session import Session
 from session._message import ToolResultsMismatch, before
-from session.openai._answer import failure
+from session.openai._answer import failure, shutting_down
 from session.openai._completion import SESSION_HEADER, Completion
 from session.openai._errors import client_closed, unauthorized
 from session.openai._replay import KEY_HEADER, Replay, Replays
@@ -306,6 +307,8 @@ class _Endpoint:
             return session, named, False
         except OpenAIError:
             raise
+        except ShuttingDown:
+            raise shutting_down() from None
         except SessionLimit as exc:
             raise OpenAIError(503, str(exc), type="server_error", code="session_limit") from exc
         except LoopError as exc:

@@ -19,7 +19,8 @@ from loop import Role, State, Subscription, Turn, tracing
 from session._events import MessageFailed, MessageFinished, MessageQueued, MessageStarted
 from session._serving import json_text
 from session._session import Session
-from session.openai._answer import Answer, Deltas, degraded_line, failure, not_ok, sse, stream_tool_calls
+from session.openai._answer import (Answer, Deltas, degraded_line, failure, not_ok, shutting_down, sse,
+                                    stream_tool_calls)
 from session.openai._errors import OpenAIError, answer_client_closed
 from session.openai._replay import Entry, completion
 from session.openai._request import ChatRequest
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from session.openai._app import _Endpoint
 
 SESSION_HEADER = "x-session-id"
+_WORKER_STOP_WAIT = 10.0  # how long a cancelled request waits for its fresh session's worker to stop
 _log = tracing.logger("session.openai")
 
 
@@ -44,6 +46,7 @@ class _Run:
         self.state: State | None = None
         self.error: Exception | None = None
         self.done = anyio.Event()
+        self.over = False  # the message itself ended (not just the wait for it): the session wrote it all
 
     async def __call__(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         # Subscribing and sending with no checkpoint between makes this message's MessageQueued the first event
@@ -54,8 +57,10 @@ class _Run:
             try:
                 self.state = await self.session.ask(chat.message, output=chat.output, tools=chat.tools,
                                                     options=chat.options)
+                self.over = True
             except Exception as exc:
                 self.error = exc
+                self.over = True
             finally:
                 self.done.set()
 
@@ -145,7 +150,8 @@ class Completion:
             async with anyio.create_task_group() as group:
                 await group.start(self.run)
                 if self.run.done.is_set() and self.run.error is not None:  # refused at once: answer with a status
-                    await self._fail(self.run.error).response()(scope, receive, send)
+                    refusal = shutting_down() if self._stopping() else self._fail(self.run.error)
+                    await refusal.response()(scope, receive, send)
                     return
                 async with anyio.create_task_group() as streaming:
                     streaming.start_soon(self._watch, receive, streaming.cancel_scope)
@@ -194,7 +200,9 @@ class Completion:
         run = self.run
         run.catch_up()  # learns the message's id, which marks the turns this request added
         result: Answer | OpenAIError
-        if run.error is not None or run.state is None:
+        if run.state is None and self._stopping():
+            result = shutting_down()
+        elif run.error is not None or run.state is None:
             result = self._fail(run.error if run.error is not None else RuntimeError("the run did not finish"))
         else:
             answer = functools.partial(Answer.of, run.state, run.turns(run.state), output=self.chat.output,
@@ -251,7 +259,9 @@ class Completion:
         if isinstance(result, OpenAIError):
             self.finished = True
             await emit(body(sse(result.body())))
-            await emit(body(b"", more=False))
+            # A run that failed ends the stream without [DONE]; one the shutdown stopped ends it as every stream
+            # ends, after the error: the server is well, and the client may retry once it is back.
+            await emit(body(b"data: [DONE]\n\n" if result.code == "server_shutting_down" else b"", more=False))
             return
         state = self.run.state
         assert state is not None  # a run with an answer has a state
@@ -278,14 +288,25 @@ class Completion:
             chunk["usage"] = None  # as OpenAI does: only the last chunk has usage
         return sse(chunk)
 
+    def _stopping(self) -> bool:
+        return bool(getattr(self.endpoint.manager, "stopping", False))
+
     def _fail(self, exc: Exception) -> OpenAIError:
         _log.warning("chat completion failed", session=self.session.id, error=repr(exc))
         return failure(exc)
 
     async def _release(self) -> None:
         if self.fresh:
-            await self.endpoint.manager.close(self.session.id)
-            if self.run.done.is_set():  # the worker is idle, so nothing more will be written
+            if self.run.over:
+                await self.endpoint.manager.close(self.session.id)
+            else:
+                # The wait for the message was cut short (this request was cancelled), not the message: the
+                # worker still writes it (its open calls answered "cancelled"). Deleting the conversation before
+                # it is done would leave the worker appending at an index the store no longer holds.
+                with anyio.move_on_after(_WORKER_STOP_WAIT):
+                    await self.endpoint.manager.close(self.session.id, wait=True)
+                    self.run.over = True
+            if self.run.over:  # the worker is done with it, so nothing more will be written
                 await self.endpoint.forget(self.session.id)
 
 

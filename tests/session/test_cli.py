@@ -327,17 +327,20 @@ def test_the_flags_default_to_what_the_conduits_default_to_and_say_so() -> None:
     from session.http import HTTPConduit
     from session.mcp import MCPConduit
 
-    limits = {"serve": ("max_body_bytes", "rate_limit", "max_sessions_per_token", "header_timeout", "body_timeout"),
+    limits = {"serve": ("max_body_bytes", "rate_limit", "max_sessions_per_token", "header_timeout", "body_timeout",
+                        "max_conversation_bytes"),
               "mcp": ("max_body_bytes", "header_timeout")}
     for command, conduit in (("serve", HTTPConduit), ("mcp", MCPConduit)):
         args = vars(parser().parse_args([command, "m:f"]))
         defaults = inspect.signature(conduit).parameters
         assert {name: args[name] for name in limits[command]} == {name: defaults[name].default
                                                                  for name in limits[command]}
+        assert args["shutdown_grace"] == defaults["shutdown_timeout"].default
     text = " ".join(subprocess.run([sys.executable, "-m", "session", "serve", "--help"], cwd=ROOT, env=ENV,
                                    capture_output=True, text=True, timeout=60, check=True).stdout.split())
     for said in ("413 (default: 4194304, 4 MiB)", "off: no limit (default: 20:100)", "(BURST, default 100)",
-                 "limit (default: 100)", "is closed (default: 10)", "slower gets 408 (default: 30)"):
+                 "limit (default: 100)", "is closed (default: 10)", "slower gets 408 (default: 30)",
+                 "413; off: no limit (default: 67108864, 64 MiB)"):
         assert said in text, said
 
 
