@@ -13,7 +13,6 @@ surrogates are refused, each with a short reason rather than an exception the ca
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import re
@@ -22,6 +21,7 @@ from typing import Any
 
 import jsonschema
 
+from loop.codec import json_depth
 from loop.errors import UsageError
 
 Check = Callable[[Any], bool]
@@ -43,9 +43,6 @@ converting text to ``int``, kept whatever the process sets: converting more cost
 
 # A JSON string, through its closing quote or the end of the text: possessive, so that it never backtracks, and it
 # always matches once started, so a text full of unclosed quotes is still read once (not once per quote).
-_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)', re.DOTALL)
-_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
-_NESTING = tuple(1 if b in b"[{" else -1 if b in b"]}" else 0 for b in range(256))
 # A lone surrogate in parsed text comes from a \uD800-\uDFFF escape or from the text holding one itself.
 _SURROGATE_IN_TEXT = re.compile("\\\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -227,16 +224,6 @@ def read_json(text: str | bytes) -> Any:
         raise ValueError("a lone UTF-16 surrogate in a string (like \\ud800 without its pair), which is not "
                          "Unicode text")
     return value
-
-
-def json_depth(text: str | bytes) -> int:
-    """How deeply the arrays and objects of the JSON ``text`` nest (0 for a lone value); brackets in strings do not
-    count. It reads the text in one pass without recursion, so it is safe to ask before parsing."""
-    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
-    brackets = _JSON_STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
-    if not brackets:
-        return 0
-    return max(0, max(itertools.accumulate(map(_NESTING.__getitem__, brackets))))
 
 
 def _number(text: str) -> float:

@@ -17,6 +17,8 @@ an unknown tag, a missing or unknown field, or a field holding the wrong JSON ty
 
 from __future__ import annotations
 
+import itertools
+import re
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -27,7 +29,24 @@ from loop._parts import Part, Reasoning, Text, ToolCall, ToolResult, Usage
 from loop._protocols import Delta, Finish, ReasoningDelta, TextDelta, ToolCallDelta, UsageDelta
 from loop.errors import UsageError
 
-__all__ = ["delta_from_dict", "delta_to_dict", "part_from_dict", "part_to_dict"]
+__all__ = ["delta_from_dict", "delta_to_dict", "json_depth", "part_from_dict", "part_to_dict"]
+
+# A JSON string, through its closing quote or the end of the text: possessive, so that it never backtracks, and
+# it always matches once started, so a text full of unclosed quotes is still read once (not once per quote).
+_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)', re.DOTALL)
+_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
+_NESTING = tuple(1 if b in b"[{" else -1 if b in b"]}" else 0 for b in range(256))
+
+
+def json_depth(text: str | bytes) -> int:
+    """How deeply the arrays and objects of the JSON ``text`` (UTF-8 bytes, or text) nest, 0 for a lone value;
+    brackets in strings do not count. It reads the text in one pass without recursion, so it is safe to ask of
+    untrusted text before ``json.loads``, which recurses once per level."""
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    brackets = _JSON_STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
+    if not brackets:
+        return 0
+    return max(0, max(itertools.accumulate(map(_NESTING.__getitem__, brackets))))
 
 # What a field may hold in JSON, by the name its error message gives it.
 _HOLDS: dict[str, Callable[[Any], bool]] = {

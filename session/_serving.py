@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import json
 import re
 import socket
@@ -21,6 +20,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from loop import LoopError, UsageError, tracing
 from loop.checks import positive_number
+from loop.codec import json_depth as json_depth  # read by the routes before they parse a body
 
 _log = tracing.logger("session.serving")
 
@@ -33,11 +33,6 @@ MAX_JSON_DEPTH = 64
 """How deeply the arrays and objects of a JSON request body may nest. Deeper bodies are refused (400) before they
 are parsed: the parser recurses once per level, and some 200,000 levels exhaust the interpreter's stack."""
 
-# A JSON string, through its closing quote or the end of the text: possessive, so that it never backtracks, and
-# it always matches once started, so a text full of unclosed quotes is still read once (not once per quote).
-_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)', re.DOTALL)
-_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
-_NESTING = tuple(1 if b in b"[{" else -1 if b in b"]}" else 0 for b in range(256))
 # A surrogate code point can only come from a \uD800-\uDFFF escape, or from its UTF-8 form (ED A0..BF ..),
 # which ``json.loads`` lets through.
 _SURROGATE_IN_TEXT = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
@@ -65,15 +60,6 @@ def utf8_json(body: bytes) -> str:
     except UnicodeDecodeError as exc:
         raise ValueError(f"byte 0x{body[exc.start]:02x} at offset {exc.start} is not UTF-8 ({exc.reason})") from None
     return text.removeprefix("\ufeff")
-
-
-def json_depth(text: bytes) -> int:
-    """How deeply the arrays and objects of the JSON ``text`` nest (0 for a lone value); brackets in strings do
-    not count. It reads the text in one pass without recursion, so it is safe to ask before ``json.loads``."""
-    brackets = _JSON_STRING.sub(b"", text).translate(None, _NOT_BRACKETS)
-    if not brackets:
-        return 0
-    return max(0, max(itertools.accumulate(map(_NESTING.__getitem__, brackets))))
 
 
 def json_text(data: Any, **options: Any) -> str:

@@ -28,7 +28,7 @@ PUBLIC = {
         "tool_timeout", "turn_options", "typed_answer",
     ],
     "loop.checks": ["field_check", "int_at_least", "non_negative_int", "positive_int", "positive_number"],
-    "loop.codec": ["delta_from_dict", "delta_to_dict", "part_from_dict", "part_to_dict"],
+    "loop.codec": ["delta_from_dict", "delta_to_dict", "json_depth", "part_from_dict", "part_to_dict"],
     "loop.errors": [
         "AuthenticationError", "BadRequestError", "BudgetExhausted", "ConformanceError", "LoopError",
         "OverloadedError", "ProviderError", "ProviderTimeout", "ProviderUnreachable", "RateLimitError",
