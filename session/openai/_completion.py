@@ -289,7 +289,7 @@ class Completion:
         return sse(chunk)
 
     def _stopping(self) -> bool:
-        return bool(getattr(self.endpoint.manager, "stopping", False))
+        return self.endpoint.manager.stopping
 
     def _fail(self, exc: Exception) -> OpenAIError:
         _log.warning("chat completion failed", session=self.session.id, error=repr(exc))
