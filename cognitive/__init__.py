@@ -23,6 +23,7 @@ from cognitive._refine import SelfRefine
 from cognitive._reflexion import Reflection, Reflexion
 from cognitive._registry import RegistryError, build, names, register, settings
 from cognitive._reuse import ReuseResults
+from cognitive._rewoo import ReWOO
 from cognitive._router import Router
 from cognitive._summarize import FromLastCompaction, Summarize
 from cognitive._template import Template
@@ -46,6 +47,7 @@ __all__ = [
     "PatternFactory",
     "PatternKind",
     "ReAct",
+    "ReWOO",
     "Reflection",
     "Reflexion",
     "RegistryError",

@@ -13,6 +13,7 @@ from cognitive._react import ReAct, SingleShot
 from cognitive._refine import SelfRefine
 from cognitive._reflexion import Reflexion
 from cognitive._registry import register
+from cognitive._rewoo import ReWOO
 from cognitive._router import Router
 from cognitive._verification import WithVerification
 from cognitive._verify import Verify
@@ -29,6 +30,7 @@ for _name, _factory in {
     "self-refine": SelfRefine,
     "reflexion": Reflexion,
     "critic": Critic,
+    "rewoo": ReWOO,
     "with-verification": WithVerification,
     "with-budget": WithBudget,
     "with-output": WithOutput,

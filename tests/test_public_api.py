@@ -45,7 +45,7 @@ PUBLIC = {
     ],
     "cognitive": [
         "AutoContext", "Chain", "CodeAction", "Critic", "FitToWindow", "FromLastCompaction", "Ledger", "Managed",
-        "Pattern", "PatternFactory", "PatternKind", "ReAct", "Reflection", "Reflexion", "RegistryError", "ReuseResults", "Router",
+        "Pattern", "PatternFactory", "PatternKind", "ReAct", "ReWOO", "Reflection", "Reflexion", "RegistryError", "ReuseResults", "Router",
         "SelfConsistency", "SelfRefine", "SingleShot", "SlidingWindow", "Stage", "Summarize", "Template",
         "TemplateError", "ToolCheckedVerifier", "TruncateToolResults", "TurnProcessor", "Verify", "WithBudget",
         "WithOutput", "WithVerification", "answer_value", "build", "left_open", "names", "new_turn_processor",

@@ -16,7 +16,7 @@ def step() -> Step:
 
 
 def test_every_pattern_and_wrapper_has_a_name() -> None:
-    assert names() == ("chain", "code-action", "critic", "managed", "react", "reflexion", "router",
+    assert names() == ("chain", "code-action", "critic", "managed", "react", "reflexion", "rewoo", "router",
                        "self-consistency", "self-refine", "single-shot", "verify", "with-budget", "with-output",
                        "with-verification")
 

@@ -125,3 +125,8 @@ def test_the_own_pattern_example_builds_by_name_and_nests(capsys: pytest.Capture
 def test_the_structured_tool_parameters_example_passes_built_records(capsys: pytest.CaptureFixture[str]) -> None:
     (line,) = _run_block("class Line:", capsys)
     assert line == "3 items ordered"
+
+
+def test_the_rewoo_example_answers_from_three_tool_calls(capsys: pytest.CaptureFixture[str]) -> None:
+    answer, steps = _run_block("ReWOO(Step(demo_provider()", capsys)
+    assert answer == "Dana Okafor is 3 generations of mentors back from Ada Reyes." and steps == "3"
