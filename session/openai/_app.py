@@ -238,9 +238,10 @@ class _Endpoint:
         try:
             body = await self._body(request)
             chat = parse_chat_request(body, model_name=self.model_name, agent_tools=self.agent_tools())
+            named_session = _session_header(request)  # checked first: a retry must name a valid session too
             key = request.headers.get(KEY_HEADER)
             if key is not None:
-                named = (request.headers.get(SESSION_HEADER) or "").encode()
+                named = (named_session or "").encode()
                 entry, new = self.replays.take(getattr(request.state, "owner", "anonymous"), key,
                                                named + b"\n" + body)
                 if not new:  # a retry: the first request's run answers it
@@ -287,10 +288,7 @@ class _Endpoint:
     async def _open(self, request: Request, chat: ChatRequest) -> tuple[Session, str, bool]:
         """The request's session, the name its client knows it by, and whether it is a fresh one for this
         request (named ``chatcmpl-...``) rather than the one the client named."""
-        named = request.headers.get(SESSION_HEADER)
-        if named is not None and not (named.strip() and len(named) <= 200):
-            raise OpenAIError(400, "The X-Session-Id header must name a session in 1 to 200 characters.",
-                              code="invalid_session_id")
+        named = _session_header(request)
         try:
             if named is None:
                 name = "chatcmpl-" + secrets.token_urlsafe(18)
@@ -369,3 +367,12 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return OpenAIError(exc.status_code, f"{what}: {request.method} {request.url.path}.",
                        code={404: "unknown_url", 405: "method_not_allowed"}.get(exc.status_code),
                        headers=exc.headers).response()
+
+
+def _session_header(request: Request) -> str | None:
+    """The session the request's ``X-Session-Id`` names (``None`` without one); 400 when it names none."""
+    named = request.headers.get(SESSION_HEADER)
+    if named is not None and not (named.strip() and len(named) <= 200):
+        raise OpenAIError(400, "The X-Session-Id header must name a session in 1 to 200 characters.",
+                          code="invalid_session_id")
+    return named

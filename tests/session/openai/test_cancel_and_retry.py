@@ -303,3 +303,15 @@ def test_one_token_cannot_push_another_tokens_answers_out() -> None:
     again, new = replays.take("a", "retry-me", b"body")
     assert not new and again is mine, "A's retry takes its stored answer: the agent and its tool do not run again"
     assert replays.take("b", "k0", b"x")[1], "B's own oldest answers went, beyond B's own bound"
+
+
+async def test_a_retry_with_a_session_header_that_names_no_session_is_refused_not_replayed() -> None:
+    async with serving() as (app, manager, work, requests):
+        work.release.set()
+        first = Client(app, ASK, {"X-Request-Id": "req-7"})
+        await first.run()
+        again = Client(app, ASK, {"X-Request-Id": "req-7", "X-Session-Id": ""})  # empty: as if absent, before
+        await again.run()
+    assert first.status == 200
+    assert again.status == 400 and json.loads(again.text)["error"]["code"] == "invalid_session_id"
+    assert work.started == 1
