@@ -198,7 +198,10 @@ print(add(a=1, b=2))
     result = await LOCAL.exec(["python3", "main.py"], files={"main.py": code}, tools=ToolBridge([add, echo]))
     assert result.ok, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("refused: add: the arguments cannot be sent as JSON")
+    # Refused by the stub where Python's JSON encoder itself gives up on the depth, else by the bridge (Python
+    # 3.13's encoder goes deeper): either way the call is refused and the run goes on.
+    assert lines[0].startswith(("refused: add: the arguments cannot be sent as JSON",
+                                "refused: add: the arguments are not valid JSON (nested more than 64 levels deep)"))
     assert lines[1].startswith("refused: add: the arguments cannot be sent as JSON")
     assert lines[2].startswith("refused: echo: the request is 2,000,0")
     assert lines[3] == "3" and calls == [(1, 2)]

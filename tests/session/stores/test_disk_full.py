@@ -77,9 +77,9 @@ async def test_acknowledged_messages_wait_out_a_full_disk_in_order_and_none_fail
 
     seen: list[object] = []
     filler: Path | None = None
-    manager = Manager(new_turn_processor(SingleShot), provider=Function(model), store=SQLiteStore(path),
-                      queue_size=COUNT)
-    async with manager:
+    running = SQLiteStore(path)
+    manager = Manager(new_turn_processor(SingleShot), provider=Function(model), store=running, queue_size=COUNT)
+    async with running, manager:
         session = await manager.open("s")
         with session.events.subscribe(buffer=None) as events:
             for n in range(1, COUNT + 1):
