@@ -13,7 +13,8 @@ import jsonschema
 from loop._parts import ToolCall
 from loop._pipeline import ToolPipeline
 from loop._protocols import ToolSpec
-from loop._tools import _NAME, render
+from loop._executor import has
+from loop._tools import _NAME, TimedTool, Tool, render
 from loop.errors import ConformanceError, UsageError
 
 
@@ -27,7 +28,9 @@ async def check_tool(tool: Any, arguments: Mapping[str, Any], *, timeout: float 
     model's call; and two calls at once giving what two calls one after the other give. Each call is bounded by
     ``timeout`` seconds. Raises ``ConformanceError`` naming the first breach; returns ``None`` when it conforms.
     """
-    spec = getattr(tool, "spec", None)
+    if not has(tool, Tool):
+        raise ConformanceError(f"{tool!r} is not a loop.Tool: it needs a spec and an async call(arguments)")
+    spec = tool.spec
     if not isinstance(spec, ToolSpec):
         raise ConformanceError(f"{tool!r}: spec must be a loop.ToolSpec, got {spec!r}")
     if not _NAME.fullmatch(spec.name):
@@ -44,10 +47,10 @@ async def check_tool(tool: Any, arguments: Mapping[str, Any], *, timeout: float 
     problem = next(iter(jsonschema.Draft202012Validator(schema).iter_errors(dict(arguments))), None)
     if problem is not None:
         raise UsageError(f"check_tool's arguments do not fit {spec.name!r}'s schema: {problem.message}")
-    limit = getattr(tool, "timeout", None)
+    limit = tool.timeout if isinstance(tool, TimedTool) else None  # as tool_timeout reads it
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0):
         raise ConformanceError(f"{tool!r}: timeout must be a positive number of seconds, got {limit!r}")
-    if not inspect.iscoroutinefunction(getattr(tool, "call", None)):
+    if not inspect.iscoroutinefunction(tool.call):
         raise ConformanceError(f"{tool!r}: call(arguments) must be an async method")
     with anyio.fail_after(timeout):
         value = await tool.call(dict(arguments))

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 
 from starlette.requests import Request
 
-from loop import Turn
+from loop import Reasoning, Text, ToolCall, ToolResult, Turn
 from session.http._guards import Problem
 from session.http._wire import dumps
 
@@ -26,10 +26,12 @@ def _texts(turns: Iterable[Turn]) -> Iterable[str]:
     """The text the turns hold: their parts' text, tool call arguments and tool results."""
     for turn in turns:
         for part in turn.parts:
-            for name in ("text", "arguments", "content"):
-                value = getattr(part, name, None)
-                if isinstance(value, str):
-                    yield value
+            if isinstance(part, (Text, Reasoning)):
+                yield part.text
+            elif isinstance(part, ToolCall):
+                yield part.arguments
+            elif isinstance(part, ToolResult):
+                yield part.content
 
 
 def text_size(turns: Iterable[Turn]) -> int:
