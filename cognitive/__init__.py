@@ -7,30 +7,30 @@ Errors, under the ``loop.errors`` tree:
     └── RegistryError              an unknown pattern name or setting (also a ValueError)
 """
 
-from cognitive._budget import WithBudget
-from cognitive._chain import Chain, Stage
-from cognitive._code_action import CodeAction
 from cognitive._kinds import PatternKind
-from cognitive._consistency import SelfConsistency, normalise_answer
-from cognitive._critic import Critic, ToolCheckedVerifier
-from cognitive._ledger import AutoContext, Ledger
-from cognitive._managed import Managed
-from cognitive._output import WithOutput, answer_value
-from cognitive._paths import TemplateError
 from cognitive._pattern import PatternFactory, Pattern, TurnProcessor, left_open, new_turn_processor
-from cognitive._react import ReAct, SingleShot, react_factory
-from cognitive._refine import SelfRefine
-from cognitive._reflexion import Reflection, Reflexion
 from cognitive._registry import RegistryError, build, names, register, settings
-from cognitive._reuse import ReuseResults
-from cognitive._rewoo import ReWOO
-from cognitive._router import Router
-from cognitive._summarize import FromLastCompaction, Summarize
-from cognitive._template import Template
-from cognitive._tokens import tiktoken_counter
-from cognitive._verification import WithVerification
-from cognitive._verify import Verify
-from cognitive._window import FitToWindow, SlidingWindow, TruncateToolResults
+from cognitive.context._ledger import AutoContext, Ledger
+from cognitive.context._reuse import ReuseResults
+from cognitive.context._summarize import FromLastCompaction, Summarize
+from cognitive.context._tokens import tiktoken_counter
+from cognitive.context._window import FitToWindow, SlidingWindow, TruncateToolResults
+from cognitive.everyday._chain import Chain, Stage
+from cognitive.everyday._code_action import CodeAction
+from cognitive.everyday._consistency import SelfConsistency, normalise_answer
+from cognitive.everyday._critic import Critic, ToolCheckedVerifier
+from cognitive.everyday._managed import Managed
+from cognitive.everyday._react import ReAct, SingleShot, react_factory
+from cognitive.everyday._refine import SelfRefine
+from cognitive.everyday._reflexion import Reflection, Reflexion
+from cognitive.everyday._router import Router
+from cognitive.everyday._verify import Verify
+from cognitive.planning._rewoo import ReWOO
+from cognitive.prompts._paths import TemplateError
+from cognitive.prompts._template import Template
+from cognitive.wrappers._budget import WithBudget
+from cognitive.wrappers._output import WithOutput, answer_value
+from cognitive.wrappers._verification import WithVerification
 
 import cognitive._catalogue  # noqa: E402,F401  (registers the built-in patterns by name)
 

@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-from cognitive._budget import WithBudget
-from cognitive._chain import Chain
-from cognitive._code_action import CodeAction
-from cognitive._consistency import SelfConsistency
-from cognitive._critic import Critic
-from cognitive._managed import Managed
-from cognitive._output import WithOutput
-from cognitive._react import ReAct, SingleShot
-from cognitive._refine import SelfRefine
-from cognitive._reflexion import Reflexion
 from cognitive._registry import register
-from cognitive._rewoo import ReWOO
-from cognitive._router import Router
-from cognitive._verification import WithVerification
-from cognitive._verify import Verify
+from cognitive.everyday._chain import Chain
+from cognitive.everyday._code_action import CodeAction
+from cognitive.everyday._consistency import SelfConsistency
+from cognitive.everyday._critic import Critic
+from cognitive.everyday._managed import Managed
+from cognitive.everyday._react import ReAct, SingleShot
+from cognitive.everyday._refine import SelfRefine
+from cognitive.everyday._reflexion import Reflexion
+from cognitive.everyday._router import Router
+from cognitive.everyday._verify import Verify
+from cognitive.planning._rewoo import ReWOO
+from cognitive.wrappers._budget import WithBudget
+from cognitive.wrappers._output import WithOutput
+from cognitive.wrappers._verification import WithVerification
 
 for _name, _factory in {
     "react": ReAct,

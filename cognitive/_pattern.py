@@ -1,4 +1,4 @@
-"""The ``Pattern`` protocol and the glue that connects patterns to sessions."""
+"""The ``Pattern`` protocol, the glue that connects patterns to sessions, and the checks every pattern shares."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import reprlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from loop import Role, State, TurnExecutor, UsageError, has, run_path
+from loop import (Options, Role, State, TurnExecutor, TurnSubmitter, UsageError, current_scope, has, require,
+                  run_path)
 
 
 @runtime_checkable
@@ -75,3 +76,35 @@ def new_turn_processor(factory: PatternFactory) -> TurnProcessor:
         return pattern.run(state)
 
     return process
+
+
+def check_wiring(who: str, inner: Any, submitter: Any) -> None:
+    """Refuse a wrapper built on something that is not a pattern, or without a step to submit its reports."""
+    require(inner, Pattern, who, "a Pattern to wrap (something with run(state))")
+    require(submitter, TurnSubmitter, who, "a TurnSubmitter (the step) to submit its reports")
+
+
+def check_prompt(name: str, prompt: Any, *fields: str) -> str:
+    """``prompt`` if it is a format string using exactly the named ``fields``."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise UsageError(f"{name} must be a non-empty string, got {prompt!r}")
+    if not fields:
+        return prompt  # sent as written, never formatted
+    try:
+        prompt.format(**{f: "" for f in fields})
+    except (KeyError, IndexError, ValueError) as exc:
+        raise UsageError(f"{name} may use only {', '.join('{' + f + '}' for f in fields)} as fields "
+                         f"(double other braces); formatting it failed: {exc!r}") from None
+    missing = [f for f in fields if "{" + f + "}" not in prompt]
+    if missing:
+        raise UsageError(f"{name} must contain {', '.join('{' + f + '}' for f in missing)}, got {prompt!r}")
+    return prompt
+
+
+def answering() -> Options | None:
+    """The options that ask this run's main-line turns for the answer's schema (``loop.typed_answer``), if one is
+    wanted: a pattern whose answer is a plain assistant turn can write it in that shape at once."""
+    here = current_scope()
+    if here.answer is None or not here.on_main_line:
+        return None
+    return Options(output_schema=here.answer)

@@ -23,8 +23,8 @@ import anyio
 
 import provider
 from cognitive import ReAct
-from cognitive._ledger import AutoContext, Ledger
-from cognitive._window import SlidingWindow
+from cognitive.context._ledger import AutoContext, Ledger
+from cognitive.context._window import SlidingWindow
 from loop import Request, Role, State, Step, Text, Transform, approx_tokens, tool
 from tests.benchmarks._harness import Figure
 

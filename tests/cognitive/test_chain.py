@@ -7,8 +7,8 @@ import pytest
 
 from cognitive import PatternKind
 from cognitive import ReAct, SingleShot
-from cognitive._chain import Chain, Stage
-from cognitive._paths import TemplateError
+from cognitive.everyday._chain import Chain, Stage
+from cognitive.prompts._paths import TemplateError
 from loop import Role, State, Step, Text, UsageError, tool
 from provider import Scripted, tool_call
 

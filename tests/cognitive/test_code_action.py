@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from cognitive import CodeAction, Pattern, WithBudget
-from cognitive._code_action import extract_program, final_answer
+from cognitive.everyday._code_action import extract_program, final_answer
 from loop import Budget, BudgetReport, Role, State, Step, Text, ToolFinished, ToolStarted, UsageError, tool
 from provider import Function, Scripted
 from sandbox import DockerSandbox, ExecResult, FunctionSandbox, SandboxConfig, SandboxError, UnsafeLocalSandbox

@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from cognitive import ReAct, SingleShot, WithBudget
-from cognitive._consistency import SelfConsistency, normalise_answer
+from cognitive.everyday._consistency import SelfConsistency, normalise_answer
 from loop import Budget, Delta, Options, Request, Role, State, Step, Text, Usage, UsageError, tool
 from loop._spend import Spend
 from loop._scope import charging

@@ -11,10 +11,10 @@ from collections.abc import Iterable
 import pytest
 
 from cognitive import ReAct
-from cognitive._ledger import LEDGER_KIND, AutoContext, Ledger
-from cognitive._summarize import FromLastCompaction
-from cognitive._tokens import tiktoken_counter
-from cognitive._window import FitToWindow, SlidingWindow, TruncateToolResults
+from cognitive.context._ledger import LEDGER_KIND, AutoContext, Ledger
+from cognitive.context._summarize import FromLastCompaction
+from cognitive.context._tokens import tiktoken_counter
+from cognitive.context._window import FitToWindow, SlidingWindow, TruncateToolResults
 from loop import Request, Role, State, Step, Text, ToolCall, ToolResult, Turn, UsageError, approx_tokens, tool
 from provider import Function, Scripted, tool_call
 from tests.cognitive._histories import ask, chain, exchange, random_history, sendable_problem
@@ -435,7 +435,7 @@ def test_tiktoken_counter_counts_every_part_with_the_encoding(monkeypatch: pytes
 
 
 def test_canonical_arguments_make_equal_calls_equal() -> None:
-    from cognitive._exchanges import call_key
+    from cognitive.context._exchanges import call_key
 
     same = call_key(ToolCall("2", "s", '{"a":"é","b":[1,2]}'))
     assert call_key(ToolCall("1", "s", '{"b": [1, 2], "a": "é"}')) == same

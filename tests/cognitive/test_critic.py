@@ -7,7 +7,7 @@ import attrs
 import pytest
 
 from cognitive import ReAct, SingleShot, WithVerification
-from cognitive._critic import Critic, ToolCheckedVerifier
+from cognitive.everyday._critic import Critic, ToolCheckedVerifier
 from verifier import Verdict
 from loop import Request, Role, State, Step, Text, TurnKind, UsageError, tool
 from loop.errors import VerificationError

@@ -7,9 +7,9 @@ import attrs
 
 from cognitive import PatternKind
 from cognitive import ReAct, SelfRefine, SingleShot, WithBudget, WithOutput, WithVerification, answer_value
-from cognitive._chain import Chain, Stage
+from cognitive.everyday._chain import Chain, Stage
 from cognitive._pattern import Pattern, left_open
-from cognitive._router import Router
+from cognitive.everyday._router import Router
 from loop import (Budget, Options, Role, State, Step, Text, ToolCall, ToolResult, ToolSpec, TurnKind, external_tools,
                   tool)
 from provider import Scripted, tool_call

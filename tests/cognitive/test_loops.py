@@ -3,7 +3,7 @@
 import pytest
 
 from cognitive import ReAct
-from cognitive._exchanges import call_key
+from cognitive.context._exchanges import call_key
 from loop import Role, State, Step, Text, ToolCall, UsageError, tool
 from provider import Scripted, tool_call
 

@@ -18,7 +18,7 @@ import pytest
 
 from cognitive import (Chain, CodeAction, Pattern, ReAct, Router, SelfConsistency, SelfRefine, Reflexion, SingleShot,
                        Stage, Verify, WithBudget, WithOutput, WithVerification)
-from cognitive._managed import Managed
+from cognitive.everyday._managed import Managed
 from loop import Budget, Request, Role, State, Step, Text, tool
 from provider import Function, tool_call
 from sandbox import ExecResult, FunctionSandbox

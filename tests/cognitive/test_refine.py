@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from cognitive import ReAct, SingleShot, WithBudget
-from cognitive._refine import SelfRefine
+from cognitive.everyday._refine import SelfRefine
 from loop import Budget, Request, Role, State, Step, Text, TurnKind, UsageError
 from loop.errors import VerificationError
 from provider import Function, Scripted

@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from cognitive import ReAct, WithBudget
-from cognitive._reflexion import MEMORY_KIND, Reflexion
+from cognitive.everyday._reflexion import MEMORY_KIND, Reflexion
 from loop import Budget, Request, Role, State, Step, Text, UsageError, tool
 from provider import Function, Scripted, tool_call
 from verifier import FunctionVerifier, Result, failed, passed

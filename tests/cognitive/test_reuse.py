@@ -6,7 +6,7 @@ import anyio
 import pytest
 
 from cognitive import ReAct, WithBudget
-from cognitive._reuse import REUSED_NOTE, ReuseResults
+from cognitive.context._reuse import REUSED_NOTE, ReuseResults
 from loop import (Budget, Options, Role, State, Step, ToolCall, ToolResult, ToolSpec, TurnCompleted, TurnFailed,
                   UsageError, external_tools, recording, tool, turn_options)
 from provider import Scripted, tool_call

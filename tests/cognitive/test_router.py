@@ -5,7 +5,7 @@ import json
 import pytest
 
 from cognitive import ReAct, SingleShot
-from cognitive._router import Router
+from cognitive.everyday._router import Router
 from loop import Options, Role, State, Step, Text, UsageError
 from loop.errors import VerificationFailed
 from provider import Scripted

@@ -8,8 +8,8 @@ import pytest
 
 from cognitive import PatternKind
 from cognitive import ReAct
-from cognitive._summarize import FromLastCompaction, Summarize
-from cognitive._window import TruncateToolResults
+from cognitive.context._summarize import FromLastCompaction, Summarize
+from cognitive.context._window import TruncateToolResults
 from loop import Options, Request, Role, State, Step, Text, ToolCall, Turn, TurnCompleted, UsageError, tool
 from loop.errors import BudgetExhausted
 from provider import Function, Scripted, tool_call

@@ -11,8 +11,8 @@ from typing import Any
 import attrs
 import pytest
 
-from cognitive._paths import CONVERSATION_ROOTS, StatePath, TemplateError
-from cognitive._template import Template, show
+from cognitive.prompts._paths import CONVERSATION_ROOTS, StatePath, TemplateError
+from cognitive.prompts._template import Template, show
 from loop import Role, State, Text, UsageError
 
 

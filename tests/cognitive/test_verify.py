@@ -3,7 +3,7 @@
 import pytest
 
 from cognitive import PatternKind
-from cognitive._verify import PROMPT, Verify
+from cognitive.everyday._verify import PROMPT, Verify
 from loop import Role, State, Step, Text, UsageError
 from provider import Scripted
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 
-from cognitive._ledger import Ledger
 from cognitive._pattern import check_start
-from cognitive._react import ReAct
+from cognitive.context._ledger import Ledger
+from cognitive.everyday._react import ReAct
 from loop import Executor, State, Transform, UsageError, require, scope
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from cognitive._kinds import PatternKind
-from cognitive._loops import watch as _watch
-from cognitive._pattern import check_start, left_open
+from cognitive._pattern import answering as _answering, check_start, left_open
+from cognitive.everyday._loops import watch as _watch
 from loop import (Options, Role, State, Text, TurnRunner, UsageError, add_turn, current_scope, require, scope,
                   tracing)
 from loop.checks import positive_int
@@ -16,13 +16,6 @@ def _check_runner(step: object, who: str) -> None:
     require(step, TurnRunner, who, "a TurnRunner (something with turn(state))")
 
 
-def _answering() -> Options | None:
-    """The options that ask this run's main-line turns for the answer's schema (``loop.typed_answer``), if one is
-    wanted: a pattern whose answer is a plain assistant turn can write it in that shape at once."""
-    here = current_scope()
-    if here.answer is None or not here.on_main_line:
-        return None
-    return Options(output_schema=here.answer)
 
 
 class ReAct:

@@ -11,9 +11,7 @@ import anyio
 import attrs
 
 from cognitive._kinds import PatternKind
-from cognitive._pattern import check_start
-from cognitive._react import _answering
-from cognitive._refine import check_prompt
+from cognitive._pattern import answering as _answering, check_prompt, check_start
 from loop import (ArgumentChecker, Deriver, Options, Role, State, Text, ToolCall, ToolPipeline, ToolRunner,
                   TurnRunner, add_turn, ask, branch, has, json_default, require, scope, tracing)
 from loop.checks import non_negative_int, positive_int

@@ -13,9 +13,9 @@ from collections.abc import Iterable
 
 from typing import cast
 
-from cognitive._pattern import Pattern, check_start
-from cognitive._react import ReAct
-from cognitive._refine import check_prompt, check_wiring, revise
+from cognitive._pattern import Pattern, check_prompt, check_start, check_wiring
+from cognitive.everyday._react import ReAct
+from cognitive.everyday._refine import revise
 from loop import (Deriver, Role, State, Text, ToolCall, ToolRunner, TurnExecutor, TurnSubmitter, UsageError, ask,
                   branch, has, require, scope, tracing)
 from loop.checks import positive_int, positive_number

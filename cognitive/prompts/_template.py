@@ -4,7 +4,7 @@
              "limit=plan@word_limits#$current")
 
 A placeholder ``{...}`` holds either an alias name, bound by the template's ``name=path`` arguments, or a path
-written in place (see ``cognitive._paths`` for the path language and where root names are looked up).
+written in place (see ``cognitive.prompts._paths`` for the path language and where root names are looked up).
 ``{{`` and ``}}`` are literal braces. Everything is checked when the template is built, so a typo fails where
 the template is written, not at some later turn; rendering can then fail only because a path names nothing in
 that state, and the error says where the path stopped resolving.
@@ -22,7 +22,7 @@ from typing import Any
 
 import attrs
 
-from cognitive._paths import PathSyntax, Roots, StatePath, TemplateError, locate, parse
+from cognitive.prompts._paths import PathSyntax, Roots, StatePath, TemplateError, locate, parse
 from loop import State
 
 _Chunk = tuple[str, str | None]  # literal text, then the placeholder that follows it (None after the last)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cognitive._exchanges import call_key
+from cognitive.context._exchanges import call_key
 from loop import Role, State, Turn
 
 NOTE = ("You already made the exact call {name} with these arguments earlier in this run, and its result is "

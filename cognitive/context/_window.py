@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import attrs
 
-from cognitive._exchanges import (ANSWER, EXCHANGE, STRAY, SYSTEM, USER, Unit, check_counter, count, excerpt,
+from cognitive.context._exchanges import (ANSWER, EXCHANGE, STRAY, SYSTEM, USER, Unit, check_counter, count, excerpt,
                                   sendable_exchanges, split_units, without)
 from loop import Role, State, TokenCounter, ToolResult, Turn, UsageError, approx_tokens
 from loop.checks import positive_int

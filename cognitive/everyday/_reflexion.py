@@ -8,7 +8,8 @@ from typing import Any
 import attrs
 
 from cognitive._pattern import Pattern, check_start
-from cognitive._refine import check_critic, check_prompt
+from cognitive._pattern import check_prompt
+from cognitive.everyday._refine import check_critic
 from loop import Role, State, Text, TurnExecutor, UsageError, ask, branch, require, scope, tracing
 from loop.checks import positive_int, positive_number
 from loop.errors import VerificationFailed

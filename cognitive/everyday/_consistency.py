@@ -9,7 +9,7 @@ from typing import Any, NoReturn, cast
 import attrs
 
 from cognitive._pattern import Pattern, check_start
-from cognitive._react import SingleShot
+from cognitive.everyday._react import SingleShot
 from loop import (BranchResult, Executor, Options, Role, Sampler, State, UsageError, current_scope, fan_out, has,
                   require, scope, tracing, turn_options)
 from loop.checks import positive_int, positive_number

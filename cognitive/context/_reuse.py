@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from cognitive._exchanges import call_key
+from cognitive.context._exchanges import call_key
 from loop import (Executor, Options, Role, State, ToolCall, ToolResult, Turn, TurnCompleted, TurnFailed,
                   TurnMiddleware, UsageError, current_scope, recording)
 

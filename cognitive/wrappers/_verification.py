@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from cognitive._pattern import Pattern, check_start, left_open
+from cognitive._pattern import Pattern, check_start, check_wiring, left_open
 from loop import Role, State, Text, TurnKind, TurnSubmitter, UsageError, scope, tracing
 from loop.checks import non_negative_int, positive_number
 from loop.errors import VerificationError, VerificationFailed
 from verifier import Result, Status, Verifier, build_report, check_verifiers, run_all
-from cognitive._refine import check_wiring
 
 
 class WithVerification:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cognitive._kinds import PatternKind
-from cognitive._exchanges import (EXCHANGE, STRAY, canonical_arguments, check_counter, count, excerpt,
+from cognitive.context._exchanges import (EXCHANGE, STRAY, canonical_arguments, check_counter, count, excerpt,
                                   split_units)
 from loop import (Executor, Options, Role, State, Text, TokenCounter, ToolCall, Transform, Turn, TurnMiddleware,
                   TurnRunner, UsageError, approx_tokens, branch, require, run_path, tracing)

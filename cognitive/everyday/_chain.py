@@ -6,11 +6,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from cognitive._kinds import PatternKind
-from cognitive._output import WithOutput
-from cognitive._paths import CONVERSATION_ROOTS, StatePath
 from cognitive._pattern import Pattern, check_start, left_open, picked_up
-from cognitive._react import ReAct
-from cognitive._template import Template, show
+from cognitive.everyday._react import ReAct
+from cognitive.prompts._paths import CONVERSATION_ROOTS, StatePath
+from cognitive.prompts._template import Template, show
+from cognitive.wrappers._output import WithOutput
 from loop import (OutputType, Role, State, Text, TurnExecutor, TurnRunner, TurnSubmitter, UsageError,
                   branch, has, scope, tracing)
 

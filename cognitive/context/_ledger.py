@@ -3,7 +3,7 @@ long, then the ledger."""
 
 from __future__ import annotations
 
-from cognitive._exchanges import (EXCHANGE, STRAY, Unit, answered, call_key, canonical_arguments, check_counter,
+from cognitive.context._exchanges import (EXCHANGE, STRAY, Unit, answered, call_key, canonical_arguments, check_counter,
                                   count, excerpt, split_units, trailing_exchange, without)
 from loop import Role, State, Text, TokenCounter, ToolCall, ToolResult, Turn, UsageError, approx_tokens
 from loop.checks import positive_int

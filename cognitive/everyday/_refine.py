@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cognitive._pattern import Pattern, check_start, left_open
+from cognitive._pattern import Pattern, check_prompt, check_start, check_wiring, left_open
 from loop import Role, State, Text, TurnKind, TurnSubmitter, UsageError, has, require, scope, tracing
 from loop.checks import positive_int, positive_number
 from loop.errors import VerificationError
@@ -94,9 +94,6 @@ async def revise(inner: Pattern, submitter: TurnSubmitter, critic: Verifier, sta
         data={unit: rounds, "passed": False, "critic": critic.name, "feedback": _excerpt(result)})
 
 
-def check_wiring(who: str, inner: Any, submitter: Any) -> None:
-    require(inner, Pattern, who, "a Pattern to wrap (something with run(state))")
-    require(submitter, TurnSubmitter, who, "a TurnSubmitter (the step) to submit its reports")
 
 
 def check_critic(who: str, name: str, critic: Any) -> Verifier:
@@ -109,21 +106,6 @@ def check_critic(who: str, name: str, critic: Any) -> Verifier:
     return checked
 
 
-def check_prompt(name: str, prompt: Any, *fields: str) -> str:
-    """``prompt`` if it is a format string using exactly the named ``fields``."""
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise UsageError(f"{name} must be a non-empty string, got {prompt!r}")
-    if not fields:
-        return prompt  # sent as written, never formatted
-    try:
-        prompt.format(**{f: "" for f in fields})
-    except (KeyError, IndexError, ValueError) as exc:
-        raise UsageError(f"{name} may use only {', '.join('{' + f + '}' for f in fields)} as fields "
-                         f"(double other braces); formatting it failed: {exc!r}") from None
-    missing = [f for f in fields if "{" + f + "}" not in prompt]
-    if missing:
-        raise UsageError(f"{name} must contain {', '.join('{' + f + '}' for f in missing)}, got {prompt!r}")
-    return prompt
 
 
 def _excerpt(result: Result, limit: int = 2000) -> str:
