@@ -26,6 +26,8 @@ from cognitive.everyday._reflexion import Reflection, Reflexion
 from cognitive.everyday._router import Router
 from cognitive.everyday._verify import Verify
 from cognitive.planning._rewoo import ReWOO
+from cognitive.planning._stages import (Act, CheckSources, Critique, Criticize, Decided, Judge, Next, Plan, Reflect,
+                                        SourceCheck, Steps, Synthesize, Think, work_notes, write_notes)
 from cognitive.prompts._paths import TemplateError
 from cognitive.prompts._template import Template
 from cognitive.wrappers._budget import WithBudget
@@ -35,19 +37,28 @@ from cognitive.wrappers._verification import WithVerification
 import cognitive._catalogue  # noqa: E402,F401  (registers the built-in patterns by name)
 
 __all__ = [
+    "Act",
     "AutoContext",
     "Chain",
+    "CheckSources",
     "CodeAction",
     "Critic",
+    "Criticize",
+    "Critique",
+    "Decided",
     "FitToWindow",
     "FromLastCompaction",
+    "Judge",
     "Ledger",
     "Managed",
+    "Next",
     "Pattern",
     "PatternFactory",
     "PatternKind",
+    "Plan",
     "ReAct",
     "ReWOO",
+    "Reflect",
     "Reflection",
     "Reflexion",
     "RegistryError",
@@ -57,10 +68,14 @@ __all__ = [
     "SelfRefine",
     "SingleShot",
     "SlidingWindow",
+    "SourceCheck",
     "Stage",
+    "Steps",
     "Summarize",
+    "Synthesize",
     "Template",
     "TemplateError",
+    "Think",
     "ToolCheckedVerifier",
     "TruncateToolResults",
     "TurnProcessor",
@@ -70,12 +85,14 @@ __all__ = [
     "WithVerification",
     "answer_value",
     "build",
-    "names",
     "left_open",
+    "names",
     "new_turn_processor",
     "normalise_answer",
     "react_factory",
     "register",
     "settings",
     "tiktoken_counter",
+    "work_notes",
+    "write_notes",
 ]

@@ -36,3 +36,7 @@ class PatternKind(enum.StrEnum):
     """A system turn telling ``ReWOO``'s planner what was wrong with its plan (in the planner's branch)."""
     REWOO_EVIDENCE = "rewoo_evidence"
     """A system turn holding ``ReWOO``'s plan and the evidence its steps gathered, for the solver's answer."""
+    WORK_NOTES = "work_notes"
+    """A system turn holding what a multi-stage pattern's working stages found (their outputs, the tool calls
+    and shortened results), written to the conversation before its answer stage; the stages' own turns stay
+    in branches."""

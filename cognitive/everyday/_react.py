@@ -16,8 +16,6 @@ def _check_runner(step: object, who: str) -> None:
     require(step, TurnRunner, who, "a TurnRunner (something with turn(state))")
 
 
-
-
 class ReAct:
     """Reason and act: run turns until the model answers without calling a tool.
 
