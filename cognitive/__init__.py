@@ -30,6 +30,8 @@ from cognitive.planning._stages import (Act, CheckSources, Critique, Criticize, 
                                         SourceCheck, Steps, Synthesize, Think, work_notes, write_notes)
 from cognitive.prompts._paths import TemplateError
 from cognitive.prompts._template import Template
+from cognitive.search._checkpoint import Checkpoints, FileCheckpoints, MemoryCheckpoints, checkpoint_key
+from cognitive.search._tree import Node, Tree
 from cognitive.wrappers._budget import WithBudget
 from cognitive.wrappers._output import WithOutput, answer_value
 from cognitive.wrappers._verification import WithVerification
@@ -41,17 +43,21 @@ __all__ = [
     "AutoContext",
     "Chain",
     "CheckSources",
+    "Checkpoints",
     "CodeAction",
     "Critic",
     "Criticize",
     "Critique",
     "Decided",
+    "FileCheckpoints",
     "FitToWindow",
     "FromLastCompaction",
     "Judge",
     "Ledger",
     "Managed",
+    "MemoryCheckpoints",
     "Next",
+    "Node",
     "Pattern",
     "PatternFactory",
     "PatternKind",
@@ -77,6 +83,7 @@ __all__ = [
     "TemplateError",
     "Think",
     "ToolCheckedVerifier",
+    "Tree",
     "TruncateToolResults",
     "TurnProcessor",
     "Verify",
@@ -85,6 +92,7 @@ __all__ = [
     "WithVerification",
     "answer_value",
     "build",
+    "checkpoint_key",
     "left_open",
     "names",
     "new_turn_processor",
