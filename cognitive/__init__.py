@@ -31,6 +31,8 @@ from cognitive.planning._stages import (Act, CheckSources, Critique, Criticize, 
 from cognitive.prompts._paths import TemplateError
 from cognitive.prompts._template import Template
 from cognitive.search._checkpoint import Checkpoints, FileCheckpoints, MemoryCheckpoints, checkpoint_key
+from cognitive.search._thoughts import (Proposal, Proposals, Rating, Scorer, add_thought, answer_from_line,
+                                         propose_thoughts, score_line)
 from cognitive.search._tree import Node, Tree
 from cognitive.wrappers._budget import WithBudget
 from cognitive.wrappers._output import WithOutput, answer_value
@@ -62,6 +64,9 @@ __all__ = [
     "PatternFactory",
     "PatternKind",
     "Plan",
+    "Proposal",
+    "Proposals",
+    "Rating",
     "ReAct",
     "ReWOO",
     "Reflect",
@@ -70,6 +75,7 @@ __all__ = [
     "RegistryError",
     "ReuseResults",
     "Router",
+    "Scorer",
     "SelfConsistency",
     "SelfRefine",
     "SingleShot",
@@ -90,6 +96,8 @@ __all__ = [
     "WithBudget",
     "WithOutput",
     "WithVerification",
+    "add_thought",
+    "answer_from_line",
     "answer_value",
     "build",
     "checkpoint_key",
@@ -97,8 +105,10 @@ __all__ = [
     "names",
     "new_turn_processor",
     "normalise_answer",
+    "propose_thoughts",
     "react_factory",
     "register",
+    "score_line",
     "settings",
     "tiktoken_counter",
     "work_notes",

@@ -40,3 +40,12 @@ class PatternKind(enum.StrEnum):
     """A system turn holding what a multi-stage pattern's working stages found (their outputs, the tool calls
     and shortened results), written to the conversation before its answer stage; the stages' own turns stay
     in branches."""
+    THOUGHT = "thought"
+    """An assistant turn holding one step of reasoning on a search's line of thought (``meta["final"]`` when it
+    states the final answer); search lines stay in branches."""
+    PROPOSE = "propose"
+    """A system turn asking a search's model for the next thoughts (in a branch)."""
+    SCORE = "score"
+    """A system turn asking a search's model to rate a line of thought (in a branch)."""
+    SEARCH_LINE = "search_line"
+    """A system turn holding the line of thought a search chose, written to the conversation before its answer."""
