@@ -35,6 +35,7 @@ from cognitive.search._thoughts import (Proposal, Proposals, Rating, Scorer, add
                                          propose_thoughts, score_line)
 from cognitive.search._tree import Node, Tree
 from cognitive.wrappers._budget import WithBudget
+from cognitive.wrappers._escalation import Escalation, confidence_of
 from cognitive.wrappers._output import WithOutput, answer_value
 from cognitive.wrappers._verification import WithVerification
 
@@ -51,6 +52,7 @@ __all__ = [
     "Criticize",
     "Critique",
     "Decided",
+    "Escalation",
     "FileCheckpoints",
     "FitToWindow",
     "FromLastCompaction",
@@ -101,6 +103,7 @@ __all__ = [
     "answer_value",
     "build",
     "checkpoint_key",
+    "confidence_of",
     "left_open",
     "names",
     "new_turn_processor",
