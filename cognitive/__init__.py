@@ -25,6 +25,8 @@ from cognitive.everyday._refine import SelfRefine
 from cognitive.everyday._reflexion import Reflection, Reflexion
 from cognitive.everyday._router import Router
 from cognitive.everyday._verify import Verify
+from cognitive.planning._debate import Debate
+from cognitive.planning._research import Research
 from cognitive.planning._rewoo import ReWOO
 from cognitive.planning._stages import (Act, CheckSources, Critique, Criticize, Decided, Judge, Next, Plan, Reflect,
                                         SourceCheck, Steps, Synthesize, Think, work_notes, write_notes)
@@ -51,6 +53,7 @@ __all__ = [
     "Critic",
     "Criticize",
     "Critique",
+    "Debate",
     "Decided",
     "Escalation",
     "FileCheckpoints",
@@ -75,6 +78,7 @@ __all__ = [
     "Reflection",
     "Reflexion",
     "RegistryError",
+    "Research",
     "ReuseResults",
     "Router",
     "Scorer",

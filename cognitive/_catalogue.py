@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from cognitive._registry import register
+from cognitive.planning._research import Research
+from cognitive.planning._debate import Debate
 from cognitive.everyday._chain import Chain
 from cognitive.everyday._code_action import CodeAction
 from cognitive.everyday._consistency import SelfConsistency
@@ -31,6 +33,8 @@ for _name, _factory in {
     "reflexion": Reflexion,
     "critic": Critic,
     "rewoo": ReWOO,
+    "debate": Debate,
+    "research": Research,
     "with-verification": WithVerification,
     "with-budget": WithBudget,
     "with-output": WithOutput,
