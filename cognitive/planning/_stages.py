@@ -60,6 +60,8 @@ fix: a claim without a source, a contradiction, a part of the request not covere
 
 
 def _strings(values: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(values, str):
+        raise UsageError(f"a list of strings is wanted, got the string {values!r}; wrap it in a list")
     return tuple(values)
 
 
@@ -309,5 +311,6 @@ async def write_notes(step: TurnRunner, start: State, working: State, *, prompt:
     """``start`` (the conversation) with one system turn holding ``work_notes(start, working)`` (kind
     ``"work_notes"``), so that the answer stage and later messages read what the work found while the work's own
     turns stay out of the conversation."""
+    prompt = check_prompt("prompt", prompt, "notes")
     return await add_turn(step, start, Role.SYSTEM, Text(prompt.format(notes=work_notes(start, working))),
                           meta={"kind": PatternKind.WORK_NOTES})

@@ -88,6 +88,8 @@ class WithBudget:
             self._report(spend)
             raise spend.error(base)
         best = spend.best
+        if best is not None and len(base) > len(start) and best.common_prefix(base) < len(base):
+            best = None  # the run wrote to the conversation past the candidate: answer from there, never rewrite it
         if best is not None and len(best) > len(start) and best.common_prefix(start) == len(start):
             # A branch-running pattern offered what it found (loop.offer): answer from that, not the main line.
             last = best.last

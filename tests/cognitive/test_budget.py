@@ -666,3 +666,31 @@ def test_offer_refuses_what_is_not_a_candidate() -> None:
         loop.offer("the answer")  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="score must be a number or None, got 'high'"):
         loop.offer(START, "high")  # type: ignore[arg-type]
+
+
+async def test_a_candidate_the_conversation_has_moved_past_is_not_taken_for_the_answer() -> None:
+    """A pattern that offered a candidate from its branches and then wrote to the conversation (notes before its
+    answer stage, say) must not have that written turn replaced by the candidate when the budget runs out."""
+    step = Step(Function(lambda request: f"turn at {request.path}"))
+
+    class NotesThenAnswer:
+        async def run(self, state: State) -> State:
+            with loop.scope("Work"):
+                with loop.branch("work"):
+                    loop.offer(await step.turn(state))
+                state = await step.submit(state, Role.SYSTEM, Text("notes"))
+                while True:
+                    state = await step.turn(state)
+
+    recorded: list[State] = []
+
+    async def record(state: State) -> None:
+        recorded.append(state)
+
+    with loop.main_line(recorder=record):
+        state = await WithBudget(NotesThenAnswer(), Budget(max_turns=3, name="small")).run(START)
+    assert state.outcome is not None and state.outcome.degraded
+    assert "best candidate" not in state.outcome.reason
+    assert [t.text for t in state.turns[len(START):len(START) + 1]] == ["notes"]  # the recorded turn is kept
+    for earlier in recorded:
+        assert state.prefix(len(earlier)).common_prefix(earlier, meta=False) == len(earlier)
