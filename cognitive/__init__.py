@@ -25,7 +25,9 @@ from cognitive.everyday._refine import SelfRefine
 from cognitive.everyday._reflexion import Reflection, Reflexion
 from cognitive.everyday._router import Router
 from cognitive.everyday._verify import Verify
+from cognitive.planning._autonomous import Autonomous, PoolStep
 from cognitive.planning._debate import Debate
+from cognitive.planning._plan_execute import PlanAndExecute
 from cognitive.planning._research import Research
 from cognitive.planning._rewoo import ReWOO
 from cognitive.planning._stages import (Act, CheckSources, Critique, Criticize, Decided, Judge, Next, Plan, Reflect,
@@ -33,8 +35,12 @@ from cognitive.planning._stages import (Act, CheckSources, Critique, Criticize, 
 from cognitive.prompts._paths import TemplateError
 from cognitive.prompts._template import Template
 from cognitive.search._checkpoint import Checkpoints, FileCheckpoints, MemoryCheckpoints, checkpoint_key
+from cognitive.search._cot import ChainOfThought, reasoning_model
+from cognitive.search._got import GraphOfThoughts
+from cognitive.search._got_ops import Aggregate, Generate, KeepBest, Operation, Refine, Score
 from cognitive.search._thoughts import (Proposal, Proposals, Rating, Scorer, add_thought, answer_from_line,
                                          propose_thoughts, score_line)
+from cognitive.search._tot import TreeOfThoughts
 from cognitive.search._tree import Node, Tree
 from cognitive.wrappers._budget import WithBudget
 from cognitive.wrappers._escalation import Escalation, confidence_of
@@ -45,8 +51,11 @@ import cognitive._catalogue  # noqa: E402,F401  (registers the built-in patterns
 
 __all__ = [
     "Act",
+    "Aggregate",
     "AutoContext",
+    "Autonomous",
     "Chain",
+    "ChainOfThought",
     "CheckSources",
     "Checkpoints",
     "CodeAction",
@@ -59,21 +68,28 @@ __all__ = [
     "FileCheckpoints",
     "FitToWindow",
     "FromLastCompaction",
+    "Generate",
+    "GraphOfThoughts",
     "Judge",
+    "KeepBest",
     "Ledger",
     "Managed",
     "MemoryCheckpoints",
     "Next",
     "Node",
+    "Operation",
     "Pattern",
     "PatternFactory",
     "PatternKind",
     "Plan",
+    "PlanAndExecute",
+    "PoolStep",
     "Proposal",
     "Proposals",
     "Rating",
     "ReAct",
     "ReWOO",
+    "Refine",
     "Reflect",
     "Reflection",
     "Reflexion",
@@ -81,6 +97,7 @@ __all__ = [
     "Research",
     "ReuseResults",
     "Router",
+    "Score",
     "Scorer",
     "SelfConsistency",
     "SelfRefine",
@@ -96,6 +113,7 @@ __all__ = [
     "Think",
     "ToolCheckedVerifier",
     "Tree",
+    "TreeOfThoughts",
     "TruncateToolResults",
     "TurnProcessor",
     "Verify",
@@ -114,6 +132,7 @@ __all__ = [
     "normalise_answer",
     "propose_thoughts",
     "react_factory",
+    "reasoning_model",
     "register",
     "score_line",
     "settings",

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 from cognitive._registry import register
+from cognitive.search._tot import TreeOfThoughts
+from cognitive.search._cot import ChainOfThought
+from cognitive.search._got import GraphOfThoughts
+from cognitive.planning._plan_execute import PlanAndExecute
+from cognitive.planning._autonomous import Autonomous
 from cognitive.planning._research import Research
 from cognitive.planning._debate import Debate
 from cognitive.everyday._chain import Chain
@@ -35,6 +40,11 @@ for _name, _factory in {
     "rewoo": ReWOO,
     "debate": Debate,
     "research": Research,
+    "autonomous": Autonomous,
+    "plan-and-execute": PlanAndExecute,
+    "graph-of-thoughts": GraphOfThoughts,
+    "chain-of-thought": ChainOfThought,
+    "tree-of-thoughts": TreeOfThoughts,
     "with-verification": WithVerification,
     "with-budget": WithBudget,
     "with-output": WithOutput,

@@ -21,7 +21,8 @@ class PatternKind(enum.StrEnum):
     """An assistant turn holding the final answer ``Verify`` separated from its working (kept in
     ``meta["working"]``)."""
     ROUTE = "route"
-    """A system turn a ``Router`` adds to the branch that chooses the route (never to the conversation)."""
+    """A system turn a ``Router`` or ``Autonomous`` adds to the branch that chooses the route or the next step (never
+    to the conversation)."""
     STAGE = "stage"
     """A system turn giving one ``Chain`` stage its instructions; ``meta["stage"]`` names the stage."""
     COMPACTION = "compaction"
@@ -49,3 +50,10 @@ class PatternKind(enum.StrEnum):
     """A system turn asking a search's model to rate a line of thought (in a branch)."""
     SEARCH_LINE = "search_line"
     """A system turn holding the line of thought a search chose, written to the conversation before its answer."""
+    MERGED = "merged"
+    """A system turn listing the lines of thought a ``GraphOfThoughts`` aggregation merged (``meta["parents"]``: their
+    node ids); a merged thought's state is the question, this turn and the merged thought (in branches)."""
+    COT = "cot"
+    """A system turn with ``ChainOfThought``'s instructions (and worked examples), before its answer."""
+    COT_ANSWER = "cot_answer"
+    """An assistant turn holding the final answer ``ChainOfThought`` separated from its working (``meta["working"]``)."""
