@@ -27,6 +27,7 @@ from cognitive.everyday._router import Router
 from cognitive.everyday._verify import Verify
 from cognitive.planning._autonomous import Autonomous, PoolStep
 from cognitive.planning._debate import Debate
+from cognitive.planning._peoatr import Deliberate, PEOATR
 from cognitive.planning._plan_execute import PlanAndExecute
 from cognitive.planning._research import Research
 from cognitive.planning._rewoo import ReWOO
@@ -64,6 +65,7 @@ __all__ = [
     "Critique",
     "Debate",
     "Decided",
+    "Deliberate",
     "Escalation",
     "FileCheckpoints",
     "FitToWindow",
@@ -78,6 +80,7 @@ __all__ = [
     "Next",
     "Node",
     "Operation",
+    "PEOATR",
     "Pattern",
     "PatternFactory",
     "PatternKind",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cognitive._registry import register
+from cognitive.planning._peoatr import Deliberate, PEOATR
 from cognitive.search._tot import TreeOfThoughts
 from cognitive.search._cot import ChainOfThought
 from cognitive.search._got import GraphOfThoughts
@@ -45,6 +46,8 @@ for _name, _factory in {
     "graph-of-thoughts": GraphOfThoughts,
     "chain-of-thought": ChainOfThought,
     "tree-of-thoughts": TreeOfThoughts,
+    "deliberate": Deliberate,
+    "peoatr": PEOATR,
     "with-verification": WithVerification,
     "with-budget": WithBudget,
     "with-output": WithOutput,

@@ -45,9 +45,9 @@ PUBLIC = {
     ],
     "cognitive": [
         "Act", "Aggregate", "AutoContext", "Autonomous", "Chain", "ChainOfThought", "CheckSources", "Checkpoints",
-        "CodeAction", "Critic", "Criticize", "Critique", "Debate", "Decided", "Escalation", "FileCheckpoints",
+        "CodeAction", "Critic", "Criticize", "Critique", "Debate", "Decided", "Deliberate", "Escalation", "FileCheckpoints",
         "FitToWindow", "FromLastCompaction", "Generate", "GraphOfThoughts", "Judge", "KeepBest", "Ledger", "Managed",
-        "MemoryCheckpoints", "Next", "Node", "Operation", "Pattern", "PatternFactory", "PatternKind", "Plan",
+        "MemoryCheckpoints", "Next", "Node", "Operation", "PEOATR", "Pattern", "PatternFactory", "PatternKind", "Plan",
         "PlanAndExecute", "PoolStep", "Proposal", "Proposals", "Rating", "ReAct", "ReWOO", "Refine", "Reflect",
         "Reflection", "Reflexion", "RegistryError", "Research", "ReuseResults", "Router", "Score", "Scorer",
         "SelfConsistency", "SelfRefine", "SingleShot", "SlidingWindow", "SourceCheck", "Stage", "Steps", "Summarize",

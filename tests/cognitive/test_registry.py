@@ -16,10 +16,10 @@ def step() -> Step:
 
 
 def test_every_pattern_and_wrapper_has_a_name() -> None:
-    assert names() == ("autonomous", "chain", "chain-of-thought", "code-action", "critic", "debate",
-                       "graph-of-thoughts", "managed", "plan-and-execute", "react", "reflexion", "research", "rewoo",
-                       "router", "self-consistency", "self-refine", "single-shot", "tree-of-thoughts", "verify",
-                       "with-budget", "with-output", "with-verification")
+    assert names() == ("autonomous", "chain", "chain-of-thought", "code-action", "critic", "debate", "deliberate",
+                       "graph-of-thoughts", "managed", "peoatr", "plan-and-execute", "react", "reflexion", "research",
+                       "rewoo", "router", "self-consistency", "self-refine", "single-shot", "tree-of-thoughts",
+                       "verify", "with-budget", "with-output", "with-verification")
 
 
 def test_build_passes_settings_and_wraps_react_by_default() -> None:
@@ -44,7 +44,7 @@ def test_router_choices_and_chain_stages_are_built_too() -> None:
 
 def test_an_unknown_name_lists_the_valid_ones_and_suggests_the_closest() -> None:
     with pytest.raises(RegistryError, match=r"no pattern is named 'self_consistency' \(did you mean "
-                                            r"'self-consistency'\?\); valid names: autonomous, chain, code-action"):
+                                            r"'self-consistency'\?\); valid names: autonomous, chain, chain-of-thought"):
         build("self_consistency", step())
     with pytest.raises(ValueError):
         build("nope", step())
