@@ -66,11 +66,12 @@ async def ask(
     if not isinstance(native, bool):
         raise UsageError(f"native must be True or False, got {native!r}")
     output: OutputType[Any] = OutputType.of(output_type)
-    schema = json.dumps(output.schema, indent=2, ensure_ascii=False)
+    wanted = output.schema  # a copy of its own, once: the options keep it
+    schema = json.dumps(wanted, separators=(",", ":"), ensure_ascii=False)  # compact: every ask pays for it
     state = await _add(runner, state, ASK_PROMPT.format(schema=schema), {"kind": TurnKind.OUTPUT_FORMAT})
     # Tools off and the schema asked for are what the exchange is: options given cannot turn them back.
     asked = attrs.evolve(Options().merge(options), tool_choice="none",
-                         output_schema=output.schema if native else None)
+                         output_schema=wanted if native else None)
     report = ""
     for attempt in range(1, max_retries + 2):
         if report:
@@ -103,7 +104,7 @@ def _problem(output: OutputType[Any], answer: str | None) -> _Value | str:
         more = f"\n- … and {len(problems) - _MAX_PROBLEMS} more" if len(problems) > _MAX_PROBLEMS else ""
         return f"The answer does not match the `{output.name}` schema:\n\n{lines}{more}"
     try:
-        return _Value(output.parse(data))
+        return _Value(output._build(data))  # checked just above: building it is what is left
     except UsageError as exc:
         return f"The answer matches the schema but is refused: {exc}."
 

@@ -13,6 +13,7 @@ import copy
 import functools
 import json
 import re
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar, cast, overload
 
@@ -38,6 +39,10 @@ _RE2.log_errors = False  # a pattern RE2 refuses is reported by OutputType.backt
 # ECMA-262's \uXXXX (JSON Schema's regular expressions are ECMA's), which RE2 writes \x{XXXX}; not after an
 # escaping backslash. The look-behind starts a match only at the first backslash of a run: linear.
 _ECMA_UNICODE = re.compile(r"(?<!\\)((?:\\\\)*)\\u([0-9A-Fa-f]{4})")
+
+
+_BY_CLASS: weakref.WeakKeyDictionary[type, OutputType[Any]] = weakref.WeakKeyDictionary()
+"""Each class's output type, built once (the class is kept alive by its users, not by this cache)."""
 
 
 @attrs.frozen
@@ -72,10 +77,19 @@ class OutputType(Generic[T]):
         dict, or an ``OutputType`` (returned as is). Raises ``UsageError`` for anything else."""
         if isinstance(spec, OutputType):
             return spec
+        if isinstance(spec, type):
+            known = _BY_CLASS.get(spec)
+            if known is None:  # building one checks its schema, which costs milliseconds: once per class
+                known = _BY_CLASS[spec] = cls._of_class(spec)
+            return known
         if isinstance(spec, Mapping):
             schema = copy.deepcopy(dict(spec))
             title = schema.get("title")
             return cls._make(title if isinstance(title, str) and title else "output", None, schema)
+        return cls._of_class(spec)
+
+    @classmethod
+    def _of_class(cls, spec: Any) -> OutputType[Any]:
         if is_pydantic(spec):
             try:
                 schema = spec.model_json_schema()
@@ -192,6 +206,10 @@ class OutputType(Generic[T]):
         if problems:
             shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
             raise UsageError(f"the value does not match the {self.name} schema: {shown}")
+        return self._build(value)
+
+    def _build(self, value: Any) -> T:
+        """``value``, already checked against the schema, as the Python type (see ``parse``)."""
         kind = self.python_type
         try:
             if kind is None:

@@ -7,6 +7,7 @@ if its program imported pydantic already.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 from collections.abc import Mapping
 from typing import (Any, ClassVar, Literal, NotRequired, Protocol, Required, TypeGuard, get_args, get_origin,
@@ -64,11 +65,17 @@ def _is_typeddict(hint: type) -> TypeGuard[type[_TypedDictClass]]:
     return issubclass(hint, dict) and hasattr(hint, "__required_keys__") and hasattr(hint, "__total__")
 
 
+@functools.lru_cache(maxsize=512)
+def _type_hints(cls: type) -> dict[str, Any]:
+    """The class's resolved type hints, read once per class: every typed answer built reads them."""
+    return get_type_hints(cls, include_extras=True)
+
+
 def record_fields(cls: type, where: str) -> list[tuple[str, Any, bool]]:
     """Each field of an attrs class, dataclass or TypedDict as (JSON key, type hint, required); ``where`` names
     the class in a ``UsageError``."""
     try:
-        hints = get_type_hints(cls, include_extras=True)
+        hints = _type_hints(cls)
     except Exception as exc:  # unresolved forward references and the like
         raise UsageError(f"{where}: cannot read the type hints of {cls.__name__}: {exc}") from exc
     if attrs.has(cls):

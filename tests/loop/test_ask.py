@@ -33,7 +33,7 @@ class Pair(TypedDict):
     b: int
 
 
-SCHEMA_TEXT = json.dumps(OutputType.of(Route).schema, indent=2)
+SCHEMA_TEXT = json.dumps(OutputType.of(Route).schema, separators=(",", ":"))
 
 
 async def test_a_valid_first_answer_is_the_value() -> None:
