@@ -150,7 +150,7 @@ class ReWOO:
     async def _plan(self, state: State, pipeline: ToolPipeline) -> tuple[_Planned, int]:
         """The planner's last plan (checked) and how many times it was sent back."""
         tools = "\n".join(f"- {t.spec.name}: {t.spec.description or '(no description)'}\n  arguments: "
-                          f"{json.dumps(t.spec.parameters, ensure_ascii=False)}" for t in pipeline.tools) or "(none)"
+                          f"{_compact(t.spec.parameters)}" for t in pipeline.tools) or "(none)"
         with branch("plan"):
             asking = await add_turn(self.step, state, Role.SYSTEM, Text(self.plan_prompt.format(tools=tools)),
                                     meta={"kind": PatternKind.REWOO_PLAN})
@@ -343,6 +343,11 @@ def _report(planned: _Planned, evidence: Sequence[_Evidence]) -> str:
         called = f"{item.tool}({item.arguments})" if item.arguments else item.tool
         lines.append(f"{item.id} = {called}\n{item.id} {'failed' if item.error else 'returned'}: {item.content}")
     return "\n\n".join(lines)
+
+
+def _compact(schema: Mapping[str, Any]) -> str:
+    """``schema`` as JSON without spaces: the planner reads every tool's, so each byte is paid on every plan."""
+    return json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
 
 
 def _plain(step: Any) -> Any:

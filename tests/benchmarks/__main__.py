@@ -25,8 +25,8 @@ import logging
 import structlog
 
 from loop import tracing
-from tests.benchmarks import (bench_context, bench_mcp, bench_runs, bench_sandbox, bench_session, bench_state, bench_tools,
-                              bench_turn, bench_verify, bench_wire)
+from tests.benchmarks import (bench_context, bench_mcp, bench_peoatr, bench_planning, bench_runs, bench_sandbox,
+                              bench_session, bench_state, bench_tools, bench_turn, bench_verify, bench_wire)
 from tests.benchmarks._harness import Figure, render_table
 
 BENCHMARKS: dict[str, Callable[..., list[Figure]]] = {
@@ -40,6 +40,8 @@ BENCHMARKS: dict[str, Callable[..., list[Figure]]] = {
     "wire": bench_wire.run,
     "mcp": bench_mcp.run,
     "sandbox": bench_sandbox.run,
+    "planning": bench_planning.run,
+    "peoatr": bench_peoatr.run,
 }
 
 
