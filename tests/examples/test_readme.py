@@ -130,3 +130,9 @@ def test_the_structured_tool_parameters_example_passes_built_records(capsys: pyt
 def test_the_rewoo_example_answers_from_three_tool_calls(capsys: pytest.CaptureFixture[str]) -> None:
     answer, steps = _run_block("ReWOO(Step(demo_provider()", capsys)
     assert answer == "Dana Okafor is 3 generations of mentors back from Ada Reyes." and steps == "3"
+
+
+def test_the_own_graph_example_keeps_only_notes_and_the_answer(capsys: pytest.CaptureFixture[str]) -> None:
+    answer, kinds = _run_block("from examples.own_graph import", capsys)
+    assert answer == "About 2,100,000 people live in Paris, the capital of France."
+    assert kinds == "['user', 'work_notes', 'stage', 'assistant']"
