@@ -39,6 +39,7 @@ from cognitive.search._checkpoint import Checkpoints, FileCheckpoints, MemoryChe
 from cognitive.search._cot import ChainOfThought, reasoning_model
 from cognitive.search._got import GraphOfThoughts
 from cognitive.search._got_ops import Aggregate, Generate, KeepBest, Operation, Refine, Score
+from cognitive.search._mcts import MCTS
 from cognitive.search._thoughts import (Proposal, Proposals, Rating, Scorer, add_thought, answer_from_line,
                                          propose_thoughts, score_line)
 from cognitive.search._tot import TreeOfThoughts
@@ -75,6 +76,7 @@ __all__ = [
     "Judge",
     "KeepBest",
     "Ledger",
+    "MCTS",
     "Managed",
     "MemoryCheckpoints",
     "Next",

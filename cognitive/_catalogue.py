@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cognitive._registry import register
+from cognitive.search._mcts import MCTS
 from cognitive.planning._peoatr import Deliberate, PEOATR
 from cognitive.search._tot import TreeOfThoughts
 from cognitive.search._cot import ChainOfThought
@@ -48,6 +49,7 @@ for _name, _factory in {
     "tree-of-thoughts": TreeOfThoughts,
     "deliberate": Deliberate,
     "peoatr": PEOATR,
+    "mcts": MCTS,
     "with-verification": WithVerification,
     "with-budget": WithBudget,
     "with-output": WithOutput,

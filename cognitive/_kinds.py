@@ -57,3 +57,5 @@ class PatternKind(enum.StrEnum):
     """A system turn with ``ChainOfThought``'s instructions (and worked examples), before its answer."""
     COT_ANSWER = "cot_answer"
     """An assistant turn holding the final answer ``ChainOfThought`` separated from its working (``meta["working"]``)."""
+    REFLECT = "reflect"
+    """A system turn asking a search for a one-sentence lesson from a failed rollout (in a branch)."""

@@ -46,9 +46,9 @@ PUBLIC = {
     "cognitive": [
         "Act", "Aggregate", "AutoContext", "Autonomous", "Chain", "ChainOfThought", "CheckSources", "Checkpoints",
         "CodeAction", "Critic", "Criticize", "Critique", "Debate", "Decided", "Deliberate", "Escalation", "FileCheckpoints",
-        "FitToWindow", "FromLastCompaction", "Generate", "GraphOfThoughts", "Judge", "KeepBest", "Ledger", "Managed",
-        "MemoryCheckpoints", "Next", "Node", "Operation", "PEOATR", "Pattern", "PatternFactory", "PatternKind", "Plan",
-        "PlanAndExecute", "PoolStep", "Proposal", "Proposals", "Rating", "ReAct", "ReWOO", "Refine", "Reflect",
+        "FitToWindow", "FromLastCompaction", "Generate", "GraphOfThoughts", "Judge", "KeepBest", "Ledger", "MCTS",
+        "Managed", "MemoryCheckpoints", "Next", "Node", "Operation", "PEOATR", "Pattern", "PatternFactory", "PatternKind",
+        "Plan", "PlanAndExecute", "PoolStep", "Proposal", "Proposals", "Rating", "ReAct", "ReWOO", "Refine", "Reflect",
         "Reflection", "Reflexion", "RegistryError", "Research", "ReuseResults", "Router", "Score", "Scorer",
         "SelfConsistency", "SelfRefine", "SingleShot", "SlidingWindow", "SourceCheck", "Stage", "Steps", "Summarize",
         "Synthesize", "Template", "TemplateError", "Think", "ToolCheckedVerifier", "Tree", "TreeOfThoughts",

@@ -26,7 +26,8 @@ import structlog
 
 from loop import tracing
 from tests.benchmarks import (bench_context, bench_mcp, bench_peoatr, bench_planning, bench_runs, bench_sandbox,
-                              bench_session, bench_state, bench_tools, bench_turn, bench_verify, bench_wire)
+                              bench_search, bench_session, bench_state, bench_tools, bench_turn, bench_verify,
+                              bench_wire)
 from tests.benchmarks._harness import Figure, render_table
 
 BENCHMARKS: dict[str, Callable[..., list[Figure]]] = {
@@ -42,6 +43,7 @@ BENCHMARKS: dict[str, Callable[..., list[Figure]]] = {
     "sandbox": bench_sandbox.run,
     "planning": bench_planning.run,
     "peoatr": bench_peoatr.run,
+    "search": bench_search.run,
 }
 
 
