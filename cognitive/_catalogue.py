@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cognitive._registry import register
+from cognitive.wrappers._escalation import escalation
 from cognitive.search._mcts import MCTS
 from cognitive.planning._peoatr import Deliberate, PEOATR
 from cognitive.search._tot import TreeOfThoughts
@@ -50,6 +51,7 @@ for _name, _factory in {
     "deliberate": Deliberate,
     "peoatr": PEOATR,
     "mcts": MCTS,
+    "escalation": escalation,
     "with-verification": WithVerification,
     "with-budget": WithBudget,
     "with-output": WithOutput,

@@ -185,3 +185,20 @@ async def test_it_keeps_the_pattern_contract() -> None:
         return Escalation([SingleShot(step), SingleShot(step)], judge=step)
 
     await check_pattern(make, reply=reply)
+
+
+def test_the_registry_builds_the_usual_ladder_from_a_step_alone() -> None:
+    from cognitive import ChainOfThought, TreeOfThoughts, build
+
+    plain = Step(Function(lambda request: "x"))
+    ladder = build("escalation", plain)
+    assert isinstance(ladder, Escalation) and list(ladder.rungs) == ["chain-of-thought", "self-consistency",
+                                                                     "tree-of-thoughts"]
+    assert isinstance(ladder.rungs["chain-of-thought"], ChainOfThought)
+    assert isinstance(ladder.rungs["tree-of-thoughts"], TreeOfThoughts)
+    assert ladder.judge is plain and ladder.tools is None  # a step without tools sends nothing to a tool pattern
+    tooled = build("escalation", Step(Function(lambda request: "x"), tools=[lookup]), rungs=["single-shot"],
+                   confidence=0.5)
+    assert list(tooled.rungs) == ["single-shot"] and isinstance(tooled.tools, ReAct) and tooled.confidence == 0.5
+    with pytest.raises(UsageError, match="registry names"):
+        build("escalation", plain, rungs="react")

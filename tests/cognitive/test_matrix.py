@@ -16,8 +16,8 @@ from typing import Any
 import attrs
 import pytest
 
-from cognitive import (MCTS, Act, Autonomous, Chain, ChainOfThought, CodeAction, Debate, Deliberate, GraphOfThoughts,
-                       Pattern,
+from cognitive import (MCTS, Act, Autonomous, Chain, ChainOfThought, CodeAction, Debate, Deliberate, Escalation,
+                       GraphOfThoughts, Pattern,
                        PEOATR, PlanAndExecute, ReAct, Research, ReWOO, Router, SelfConsistency, SelfRefine, Reflexion,
                        SingleShot, Stage, Synthesize, TreeOfThoughts, Verify, WithBudget, WithOutput, WithVerification)
 from cognitive.everyday._managed import Managed
@@ -122,6 +122,7 @@ PATTERNS: dict[str, Callable[[Step], Pattern]] = {
     "TreeOfThoughts": lambda step: TreeOfThoughts(step),
     "GraphOfThoughts": lambda step: GraphOfThoughts(step),
     "MCTS": lambda step: MCTS(step),
+    "Escalation": lambda step: Escalation([ChainOfThought(step), TreeOfThoughts(step)], judge=step),
 }
 
 

@@ -17,8 +17,8 @@ def step() -> Step:
 
 def test_every_pattern_and_wrapper_has_a_name() -> None:
     assert names() == ("autonomous", "chain", "chain-of-thought", "code-action", "critic", "debate", "deliberate",
-                       "graph-of-thoughts", "managed", "mcts", "peoatr", "plan-and-execute", "react", "reflexion",
-                       "research", "rewoo", "router", "self-consistency", "self-refine", "single-shot",
+                       "escalation", "graph-of-thoughts", "managed", "mcts", "peoatr", "plan-and-execute", "react",
+                       "reflexion", "research", "rewoo", "router", "self-consistency", "self-refine", "single-shot",
                        "tree-of-thoughts", "verify", "with-budget", "with-output", "with-verification")
 
 
