@@ -1,16 +1,20 @@
-"""Game of 24: one pass of chain-of-thought against a tree-of-thoughts search, on the same model.
+"""Game of 24: one pass of chain-of-thought against self-consistency, a tree-of-thoughts search and MCTS, on the
+same model.
 
 Each puzzle is four numbers to combine with + - * / (each used once) into 24. ``ChainOfThought`` asks the model
-to work the puzzle out step by step in one reply. ``TreeOfThoughts`` asks it for three candidate next steps at
-a time, has it rate how promising each remaining set of numbers is, keeps the best two lines per level, and
-answers from the best line after at most three steps. A checker parses each answer's expression (with ``ast``
-and a whitelist: model text is never evaluated), checks that it uses exactly the puzzle's numbers, and works it
-out with exact fractions. The table shows each pattern's solve rate, model calls and tokens.
+to work the puzzle out step by step in one reply; ``SelfConsistency`` votes over five such replies sampled hot.
+``TreeOfThoughts`` asks it for five candidate next steps at a time, has it rate how promising each remaining set
+of numbers is, keeps the best five lines per level (the settings the ToT paper used for this game) and answers
+from the best line after at most three steps. ``MCTS`` runs sixteen rollouts of three children each. A checker
+parses each answer's expression (with ``ast`` and a whitelist: model text is never evaluated), checks that it
+uses exactly the puzzle's numbers, and works it out with exact fractions. The table shows each pattern's solve
+rate, model calls and tokens.
 
 Runs offline on a deterministic simulated model (``provider.Function``). It is not told the answers: for each
 step it enumerates every move, works out by an exhaustive search which moves still lead to 24, and then
-chooses with noise (the move it takes is a good one only about half the time, else any move), and its
-rating of a set of numbers is right four times in five. The same noisy policy writes the one-pass working.
+chooses with noise (the move it takes is a good one only about three times in ten, else any move), and its
+rating of a set of numbers is right four times in five. The same noisy policy writes the one-pass working, so
+one pass solves few puzzles. A request sampled hot (temperature above 0) gets a reply of its own per sample.
 Its replies carry token usage as a hosted model bills it (about four characters a token).
 
     python examples/tree_of_thoughts.py
@@ -35,20 +39,22 @@ import anyio
 
 import loop
 import provider
-from cognitive import ChainOfThought, Pattern, TreeOfThoughts
+from cognitive import MCTS, ChainOfThought, Pattern, SelfConsistency, TreeOfThoughts
 from loop import Request, Role, Spend, State, Step, Text, Usage, charging
 
 PUZZLES = ["1 1 4 8", "1 2 2 12", "1 4 4 12", "1 5 6 11", "1 8 8 8", "2 2 2 3", "2 2 2 7", "2 2 2 8", "2 2 5 5",
            "2 2 8 12", "2 3 7 7", "2 6 8 13", "3 5 8 9", "4 4 4 8", "4 4 5 6", "4 5 7 7", "4 6 10 12",
            "4 9 10 12", "6 6 9 10", "8 8 10 12"]
 QUESTION = "Use the numbers {} once each, with + - * / and brackets, to make 24."
-SEES_A_GOOD_MOVE = 0.5  # how often the model's move is one that still leads to 24 (else it takes any move)
+SEES_A_GOOD_MOVE = 0.3  # how often the model's move is one that still leads to 24 (else it takes any move)
 JUDGES_RIGHT = 0.8  # how often its rating of a set of numbers is right
 
 # The patterns compared: name -> how to build it on a step. Add an entry to compare another pattern.
 PATTERNS: dict[str, Callable[[Step], Pattern]] = {
     "chain-of-thought": lambda step: ChainOfThought(step),
-    "tree-of-thoughts": lambda step: TreeOfThoughts(step, breadth=3, beam=2, depth=3),
+    "self-consistency": lambda step: SelfConsistency(ChainOfThought(step), n=5),
+    "tree-of-thoughts": lambda step: TreeOfThoughts(step, breadth=5, beam=5, depth=3),
+    "mcts": lambda step: MCTS(step, iterations=16, children=3, max_depth=3),
 }
 
 # -- the simulated model --------------------------------------------------------------------------------------
@@ -105,13 +111,16 @@ def pick(rng: random.Random, options: list[tuple[str, list[Item]]]) -> tuple[str
 
 
 def reply(request: Request, puzzle: list[int]) -> str:
-    rng = random.Random(hashlib.sha256(repr([t.text for t in request.turns]).encode()).digest())
+    # The same request gets the same reply; a sampled one (temperature above 0) differs from sample to sample.
+    sampled = request.path if request.options.temperature else ""
+    rng = random.Random(hashlib.sha256(repr([sampled, *(t.text for t in request.turns)]).encode()).digest())
     properties = (request.options.output_schema or {}).get("properties", {})
     thoughts = [t.text for t in request.turns if t.kind == "thought"]
     items = replay(puzzle, thoughts)
-    if "thoughts" in properties:  # propose up to three next moves
+    if "thoughts" in properties:  # propose as many next moves as asked ("up to 3")
+        asked = re.search(r"up to (\d+)", next((t.text for t in reversed(request.turns) if t.kind == "propose"), ""))
         options, chosen = moves(items), []
-        while options and len(chosen) < 3:
+        while options and len(chosen) < (int(asked[1]) if asked else 3):
             chosen.append(pick(rng, options))
             options.remove(chosen[-1])
         return json.dumps({"thoughts": [{"text": text, "final": len(left) == 1} for text, left in chosen]})

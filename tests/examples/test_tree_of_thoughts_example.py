@@ -24,10 +24,13 @@ def test_it_runs_offline_and_the_search_solves_more_puzzles_than_one_pass() -> N
     assert "puzzle: 3 5 8 9\n  1. " in out and "(right;" in out and "stopped: goal" in out
     rows = {m[1]: [int(n) for n in m.groups()[1:]]
             for m in re.finditer(r"^(\S+) +(\d+)/20 +(\d+) +(\d+) +(\d+)$", out, re.M)}
-    assert set(rows) == {"chain-of-thought", "tree-of-thoughts"}
+    assert set(rows) == {"chain-of-thought", "self-consistency", "tree-of-thoughts", "mcts"}
     cot, tot = rows["chain-of-thought"], rows["tree-of-thoughts"]
     assert cot[1] == 20, "one call a puzzle"
-    assert tot[0] > cot[0] + 5, out
+    assert rows["self-consistency"][1] == 100, "five samples a puzzle"
+    assert cot[0] <= 4, "one pass of this model is rarely right"
+    assert tot[0] >= 3 * cot[0] and tot[0] > cot[0] + 5, out
+    assert rows["mcts"][0] >= 3 * cot[0], out
     assert tot[1] > 10 * cot[1] and tot[2] > 10 * cot[2], "the search pays for it in calls and tokens"
 
 
