@@ -57,6 +57,13 @@ PUBLIC = {
         "new_turn_processor", "normalise_answer", "propose_thoughts", "react_factory", "reasoning_model", "register",
         "score_line", "settings", "tiktoken_counter", "work_notes", "write_notes",
     ],
+    "cognitive.bench": [
+        "CHECKERS", "Checker", "Contender", "EscalationCheck", "PLOT_EXTRA", "PatternResult", "Progress", "Report",
+        "SimulatedModel", "Task", "TaskRun", "builtin_tasks", "check_contains", "check_exact", "check_game24",
+        "check_number", "compare_escalation", "default_budget", "load_tasks", "lookup", "reliability",
+        "reliability_by_kind", "render_table", "report_json", "run_bench", "run_task", "simulated_provider", "write_json",
+        "write_png", "write_reliability",
+    ],
     "session": [
         "Conduit", "DeletingStore", "EventLog", "EventReader", "EventsLost", "HTTPConduit", "InboxStore",
         "Interrupted", "LoggedEvent", "MCPConduit", "MCPConnectionError", "MCPHTTPServer", "MCPServer",
