@@ -70,7 +70,8 @@ class MCTS:
     ``scorer``), one proposal per simulated step (at most ``max_depth`` in all), one rating of the simulated
     leaf, and one reflection when it failed; a rejected typed answer is asked once more. Then one answer.
 
-    The outcome data (under the run path): ``rollouts``, ``nodes``, ``best_score``, ``final`` (whether the
+    The outcome data (under the run path): ``rollouts``, ``nodes``, ``best_score``, ``confidence`` (the best
+    final thought's score; 0 when no line reached one, read by ``Escalation``), ``final`` (whether the
     answer line ends in a final thought), ``line`` (its thoughts), ``stopped`` (``"score"`` or
     ``"iterations"``), ``resumed_at`` (when a checkpoint was loaded, the rollout the run went on from; else
     ``None``), ``failed_nodes``, ``failed_proposals`` and ``reflections``. The outcome is ``degraded`` when
@@ -335,7 +336,8 @@ class _Search:
                 "final": best is not None and best.terminal, "line": line,
                 "stopped": "score" if self.solved else "iterations", "resumed_at": resumed_at,
                 "failed_nodes": sum(n.failed is not None for n in tree), "failed_proposals": self.failed_proposals,
-                "reflections": list(tree.reflections)}
+                "reflections": list(tree.reflections),
+                "confidence": best.score if best is not None and best.terminal and best.score is not None else 0.0}
 
 
 def _number(name: str, value: Any, low: float, high: float, *, low_open: bool = False) -> float:

@@ -83,9 +83,10 @@ class TreeOfThoughts:
     **Answer.** From the best node (``Tree.best``: the best-scored final thought, else the best-scored
     thought): one system turn with its line of thought (kind ``"search_line"``) and one tool-free answer turn
     (``cognitive.answer_from_line``), so the conversation gains those two turns only; the search itself runs
-    in branches. A line that never reached a final thought still answers, cleanly: it is the best reasoning
-    found. Only when no thought could be scored at all (every proposal or score failed, or none was proposed)
-    is the answer written from the question alone, its outcome ``degraded`` with the reason. Each time the
+    in branches. A line that never reached a final thought still answers from the best reasoning found, its
+    outcome ``degraded``: the search did not find an answer. When no thought could be scored at all (every
+    proposal or score failed, or none was proposed) the answer is written from the question alone, ``degraded``
+    too, with the reason. Each time the
     best final thought improves it is offered (``loop.offer``) to an enclosing ``WithBudget``, which answers
     from it if the budget runs out.
 
@@ -96,7 +97,8 @@ class TreeOfThoughts:
     Costs, per expanded node, one proposing call and, with a model scorer, one scoring call per thought it
     proposed, then one answering call. The outcome data holds ``search``, ``levels`` (bfs), ``expansions``,
     ``nodes`` (thoughts proposed), ``failed_nodes`` (thoughts whose scoring failed), ``failed_proposals``,
-    ``best_score``, ``final`` (whether the answer's line ends in a final thought), ``line`` (its thoughts),
+    ``best_score``, ``confidence`` (the best final thought's score; 0 when no line reached one, read by
+    ``Escalation``), ``final`` (whether the answer's line ends in a final thought), ``line`` (its thoughts),
     ``stopped`` (``"goal"``, ``"depth"``, ``"exhausted"``: nothing left to expand, or ``"max_expansions"``) and
     ``resumed`` (whether it went on from a checkpoint).
     """
@@ -153,7 +155,8 @@ class TreeOfThoughts:
                     "expansions": progress.expansions, "nodes": len(tree) - 1,
                     "failed_nodes": sum(n.failed is not None for n in tree), "failed_proposals": len(progress.failures),
                     "best_score": None if best is None else best.score, "final": best is not None and best.terminal,
-                    "line": line, "stopped": progress.stopped, "resumed": progress.resumed}
+                    "line": line, "stopped": progress.stopped, "resumed": progress.resumed,
+                    "confidence": best.score if best is not None and best.terminal and best.score is not None else 0.0}
             if best is not None and best.score is not None:
                 span.set_attribute("tree_of_thoughts.best_score", best.score)
             answered = await answer_from_line(self.step, state, state if best is None else best.state,
@@ -163,6 +166,10 @@ class TreeOfThoughts:
             if best is None:
                 return answered.with_outcome("degraded", f"no thought could be scored ({_why(progress)}); the "
                                              "answer was written from the question alone", data=data)
+            if not best.terminal:
+                return answered.with_outcome("degraded", f"no line of thought reached a final answer (stopped: "
+                                             f"{progress.stopped}); the answer was written from the best line",
+                                             data=data)
             return answered.with_outcome(data=data)
 
     # -- the searches -----------------------------------------------------------------------------------------

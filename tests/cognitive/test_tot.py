@@ -126,14 +126,16 @@ async def test_a_threshold_keeps_every_thought_scoring_at_least_it_and_stops_at_
     assert data(state)["stopped"] == "goal" and state.answer == "From b2!"
 
 
-async def test_a_line_that_never_reaches_a_final_thought_still_answers_cleanly() -> None:
+async def test_a_line_that_never_reaches_a_final_thought_still_answers_but_degraded() -> None:
     tree = {(): ["a", "b"], ("a",): ["a1"], ("b",): ["b1"]}
     scores = {"a": 0.8, "b": 0.6, "a1": 0.85, "b1": 0.5}
     model, step = make(tree, scores)
     state = await TreeOfThoughts(step, depth=2).run(ask())
-    assert state.answer == "From a1" and state.outcome is not None and state.outcome.ok
+    assert state.answer == "From a1" and state.outcome is not None and state.outcome.degraded
+    assert "no line of thought reached a final answer (stopped: depth)" in state.outcome.reason
     found = data(state)
     assert not found["final"] and found["stopped"] == "depth" and found["line"] == ["a", "a1"]
+    assert found["confidence"] == 0.0
     assert ("a", "a1") not in model.asked("propose"), "nothing is proposed past the depth"
 
 
