@@ -12,8 +12,10 @@ same system prompt, the same tools and the same question, and read the same look
 Runs offline on a deterministic simulated model (``provider.Function``) that counts, for every request, what a
 hosted model would bill as input: the turns by ``loop.approx_tokens``, the tool specifications offered with the
 request and the output schema asked for natively (each as compact JSON, four characters a token). ReAct is
-offered the tools on every turn; ReWOO's planner reads them in its prompt text and is offered none; its solver
-sees neither. It prints a table for 3, 5 and 8 hops.
+offered the tools on every turn; ReWOO's planner reads them in its prompt as signature lines and is offered none;
+its solver sees neither. Like OpenAI's provider, the simulated one honours ``output_schema`` natively
+(``ProviderInfo.json_schema``), so the planner's plan schema is sent, and billed, once: natively, not again in the
+prompt. It prints a table for 3, 5 and 8 hops.
 
     python examples/rewoo_vs_react.py
 """

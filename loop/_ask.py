@@ -15,7 +15,7 @@ from loop._protocols import Options, TurnRunner
 from loop._state import State
 from loop._turn import TurnKind
 from loop.errors import UsageError, VerificationFailed
-from loop._executor import add_turn, require
+from loop._executor import add_turn, provider_info, require
 
 T = TypeVar("T")
 _MAX_PROBLEMS = 10
@@ -25,6 +25,10 @@ Answer with one JSON value that follows this schema, with nothing before or afte
 ```json
 {schema}
 ```"""
+# For a provider that honours the schema natively: the model is shown the schema by the provider (and the
+# request is billed for it there), so the prompt only says what to do with it.
+ASK_NATIVE_PROMPT = ("Answer with one JSON value of the required structure, with nothing before or after it. "
+                     "Do not call tools.")
 
 
 @attrs.frozen
@@ -49,10 +53,14 @@ async def ask(
     """Ask the model on ``state`` for a value of ``output_type`` (an attrs class, a dataclass, a TypedDict, a
     pydantic model, a JSON-schema dict: anything ``OutputType.of`` takes).
 
-    A ``SYSTEM`` turn gives the schema, then one turn is run through ``runner`` with tools off and, when
+    A ``SYSTEM`` turn asks for the value, then one turn is run through ``runner`` with tools off and, when
     ``native``, the schema as ``Options.output_schema`` (structured output where the provider has it);
-    ``options`` are laid over the runner's own, but cannot turn tools back on or change the schema. An
-    answer that does not validate gets a ``SYSTEM`` turn saying what is wrong and is asked again, at most
+    ``options`` are laid over the runner's own, but cannot turn tools back on or change the schema. The schema
+    is shown once: a provider that honours it natively (``loop.provider_info(runner).json_schema``) shows it to
+    the model itself, so the turn only asks for one JSON value of the required structure
+    (``ASK_NATIVE_PROMPT``); with ``native=False``, or a provider that does not say it honours the schema, the
+    turn carries it as compact JSON (``ASK_PROMPT``). An answer that does not validate gets a ``SYSTEM`` turn
+    naming what is wrong (with the schema again when the text is its only copy) and is asked again, at most
     ``max_retries`` times; after that ``VerificationFailed`` carries the exchange's state. Turns are added
     with the runner's ``submit`` when it has one (so they are published like any other). Run it inside
     ``loop.branch(...)`` when the exchange must not be taken for the conversation.
@@ -67,8 +75,13 @@ async def ask(
         raise UsageError(f"native must be True or False, got {native!r}")
     output: OutputType[Any] = OutputType.of(output_type)
     wanted = output.schema  # a copy of its own, once: the options keep it
-    schema = json.dumps(wanted, separators=(",", ":"), ensure_ascii=False)  # compact: every ask pays for it
-    state = await _add(runner, state, ASK_PROMPT.format(schema=schema), {"kind": TurnKind.OUTPUT_FORMAT})
+    if native and provider_info(runner).json_schema:
+        prompt, again = ASK_NATIVE_PROMPT, "Reply again with one JSON value of the required structure."
+    else:
+        schema = json.dumps(wanted, separators=(",", ":"), ensure_ascii=False)  # compact: every ask pays for it
+        prompt = ASK_PROMPT.format(schema=schema)
+        again = f"Reply again with one JSON value that follows this schema:\n\n```json\n{schema}\n```"
+    state = await _add(runner, state, prompt, {"kind": TurnKind.OUTPUT_FORMAT})
     # Tools off and the schema asked for are what the exchange is: options given cannot turn them back.
     asked = attrs.evolve(Options().merge(options), tool_choice="none",
                          output_schema=wanted if native else None)
@@ -80,7 +93,7 @@ async def ask(
         problem = _problem(output, state.answer)
         if isinstance(problem, _Value):
             return Asked(problem.value, state, attempt)
-        report = f"{problem}\n\nReply again with one JSON value that follows this schema:\n\n```json\n{schema}\n```"
+        report = f"{problem}\n\n{again}"
     raise VerificationFailed(f"the model's answer never matched {output.name} in {max_retries + 1} "
                              f"attempt{'s' if max_retries else ''}: {problem}", state=state, results=())
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import graphlib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -12,22 +13,21 @@ import attrs
 
 from cognitive._kinds import PatternKind
 from cognitive._pattern import answering as _answering, check_prompt, check_start
-from loop import (ArgumentChecker, Deriver, Options, Role, State, Text, ToolCall, ToolPipeline, ToolRunner,
+from loop import (ArgumentChecker, Deriver, Options, Role, State, Text, ToolCall, ToolPipeline, ToolRunner, ToolSpec,
                   TurnRunner, add_turn, ask, branch, has, json_default, require, scope, tracing)
 from loop.checks import non_negative_int, positive_int
 from loop.errors import VerificationFailed
 
 PLAN_PROMPT = """\
-Plan how to answer the latest request with the tools below. You will not see any tool's result while you \
-plan: write every call now, and the plan is run as written.
+Plan every tool call the latest request needs. You see no result before the plan has run, so write all the \
+calls now.
 
-Number the steps E1, E2, ... in order. Each step calls one tool with its arguments. A step can use what an \
-earlier step returned: an argument value that is exactly "#E1" receives that evidence as it is; "#E1" inside \
-a longer text is replaced by the evidence's text. List in "depends_on" the steps a step must wait for. Steps \
-that need nothing of each other run at the same time. If the request needs no tool, give no steps.
+Number the steps E1, E2, ... in order; each calls one tool and can use earlier steps' results: an argument that \
+is exactly "#E1" gets E1's result as it is, and "#E1" inside a longer text is replaced by its text. "depends_on" \
+lists the steps a step waits for; steps that need nothing of each other run at once. If no tool is needed, give \
+no steps.
 
-The tools:
-
+Tools ("?": an optional parameter):
 {tools}"""
 
 REPLAN_PROMPT = """\
@@ -46,16 +46,16 @@ called now. If the evidence is not enough, say so plainly.
 _REF = re.compile(r"#(E\d+)")
 _ID = re.compile(r"E[1-9]\d*")
 _SUMMARY_CHARS = 200
-_PLAN_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"steps": {"type": "array", "items": {
-        "type": "object",
-        "properties": {"id": {"type": "string"}, "tool": {"type": "string"}, "arguments": {"type": "object"},
-                       "depends_on": {"type": "array", "items": {"type": "string"}}},
-        "required": ["id", "tool", "arguments"],
-    }}},
-    "required": ["steps"],
-}
+# What a tool's parameters and a parameter's schema may hold to be listed as a signature (titles repeat names).
+_TOP_KEYS = {"type", "properties", "required", "additionalProperties", "title", "$schema"}
+_SHAPE_KEYS = {"type", "enum", "const", "items", "properties", "required", "additionalProperties", "anyOf", "oneOf",
+               "title"}
+_STEP_SCHEMA = {"type": "object",
+                "properties": {"id": {"type": "string"}, "tool": {"type": "string"}, "arguments": {"type": "object"},
+                               "depends_on": {"type": "array", "items": {"type": "string"}}},
+                "required": ["id", "tool", "arguments"]}
+_PLAN_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"steps": {"type": "array", "items": _STEP_SCHEMA}},
+                                "required": ["steps"]}
 
 
 @attrs.frozen
@@ -91,7 +91,9 @@ class ReWOO:
     solver turn answers.
 
     **Plan.** A typed answer (``loop.ask``, in a branch that never enters the conversation) that sees the
-    conversation but no tool result: steps ``E1``, ``E2``... each naming a ``tool``, its ``arguments`` and the
+    conversation and the tools but no tool result. The tools are listed as signatures, which say what their
+    JSON schemas say in fewer tokens: ``- name(a: string, b?: integer = 5) — description``, then a line of notes
+    per parameter. The plan is steps ``E1``, ``E2``... each naming a ``tool``, its ``arguments`` and the
     steps it ``depends_on``. An argument value that is exactly ``"#E1"`` receives step E1's evidence as it is
     (parsed as JSON when the tool's schema wants no string there); ``#E1`` inside a longer string is replaced by
     its text. A plan with a cycle, an unknown tool, a reference to a missing or later step, or arguments that
@@ -149,8 +151,7 @@ class ReWOO:
 
     async def _plan(self, state: State, pipeline: ToolPipeline) -> tuple[_Planned, int]:
         """The planner's last plan (checked) and how many times it was sent back."""
-        tools = "\n".join(f"- {t.spec.name}: {t.spec.description or '(no description)'}\n  arguments: "
-                          f"{_compact(t.spec.parameters)}" for t in pipeline.tools) or "(none)"
+        tools = "\n".join(_signature(t.spec) for t in pipeline.tools) or "(none)"
         with branch("plan"):
             asking = await add_turn(self.step, state, Role.SYSTEM, Text(self.plan_prompt.format(tools=tools)),
                                     meta={"kind": PatternKind.REWOO_PLAN})
@@ -270,30 +271,11 @@ def _misfit(schema: Mapping[str, Any], arguments: Mapping[str, Any], referring: 
 
 
 def _cycle(tasks: Sequence[_Task]) -> list[str]:
-    """One cycle among the tasks' needs (its ids, the first repeated at the end), or ``[]``."""
-    needs = {task.id: task.needs for task in tasks}
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    path: list[str] = []
-
-    def visit(node: str) -> list[str]:
-        state[node] = 1
-        path.append(node)
-        for need in needs.get(node, ()):
-            if state.get(need) == 1:
-                return path[path.index(need):] + [need]
-            if need not in state:
-                found = visit(need)
-                if found:
-                    return found
-        path.pop()
-        state[node] = 2
-        return []
-
-    for task in tasks:
-        if task.id not in state:
-            found = visit(task.id)
-            if found:
-                return found
+    """One cycle among the tasks' needs (its ids, each needing the next, the first repeated at the end), or ``[]``."""
+    try:
+        graphlib.TopologicalSorter({task.id: task.needs for task in tasks}).prepare()
+    except graphlib.CycleError as exc:
+        return list(reversed(exc.args[1]))  # it lists each node before the one that needs it
     return []
 
 
@@ -345,9 +327,67 @@ def _report(planned: _Planned, evidence: Sequence[_Evidence]) -> str:
     return "\n\n".join(lines)
 
 
-def _compact(schema: Mapping[str, Any]) -> str:
-    """``schema`` as JSON without spaces: the planner reads every tool's, so each byte is paid on every plan."""
-    return json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
+def _signature(spec: ToolSpec) -> str:
+    """How the planner reads a tool: ``- name(a: string, b?: integer = 5) — description``, then a line for each
+    parameter with its description and what of its schema the signature cannot show, as compact JSON. A tool
+    whose parameters are not a plain object of named properties is listed with its whole schema."""
+    schema, about = spec.parameters, f" — {_flat(spec.description)}" if spec.description else ""
+    properties, required = schema.get("properties", {}), schema.get("required", [])
+    if (not set(schema) <= _TOP_KEYS or schema.get("type", "object") != "object"
+            or isinstance(schema.get("additionalProperties"), Mapping) or not isinstance(properties, Mapping)
+            or not all(isinstance(p, Mapping) for p in properties.values())
+            or not isinstance(required, list) or not {str(r) for r in required} <= set(properties)):
+        return f"- {spec.name}{about}\n  parameters: {_compact(schema)}"
+    params, notes = [], []
+    for name, prop in properties.items():
+        rest = {k: v for k, v in prop.items() if k not in ("description", "default", "title")}
+        shape, more = _shape(rest), ""
+        if shape is None:  # more than a signature shows: the type there, the rest of its schema in the note
+            kind = rest.pop("type", "any")
+            shape = " | ".join(map(str, kind)) if isinstance(kind, list) else str(kind)
+            more = _compact(rest) if rest else ""
+        default = f" = {_compact(prop['default'])}" if "default" in prop else ""
+        params.append(f"{name}{'' if name in required else '?'}: {shape}{default}")
+        note = " ".join(part for part in (_flat(str(prop.get("description") or "")), more) if part)
+        notes.extend([f"\n  {name}: {note}"] if note else [])
+    if not properties and schema.get("additionalProperties") is not False:
+        params.append("...")  # takes any arguments
+    return f"- {spec.name}({', '.join(params)}){about}{''.join(notes)}"
+
+
+def _shape(schema: Mapping[str, Any], depth: int = 0) -> str | None:
+    """A type-like rendering of ``schema`` (``string``, ``integer[]``, ``"a" | "b"``, ``{x: number, y?: string}``),
+    or ``None`` when the schema says more than that shows."""
+    if depth > 2 or not set(schema) <= _SHAPE_KEYS or isinstance(schema.get("additionalProperties"), Mapping):
+        return None
+    if "const" in schema or "enum" in schema:
+        values = [schema["const"]] if "const" in schema else schema["enum"]
+        return " | ".join(_compact(v) for v in values) if isinstance(values, list) and values else None
+    union = schema.get("anyOf", schema.get("oneOf"))
+    if union is not None:
+        shapes = [_shape(s, depth + 1) if isinstance(s, Mapping) else None for s in union]
+        return None if "type" in schema or not shapes or None in shapes else " | ".join(cast(list[str], shapes))
+    kind, items, properties = schema.get("type", "any"), schema.get("items"), schema.get("properties")
+    if isinstance(kind, list):
+        return " | ".join(kind) if all(isinstance(k, str) and k not in ("array", "object") for k in kind) else None
+    if kind == "array" and isinstance(items, Mapping):
+        inner = _shape(items, depth + 1)
+        return None if inner is None else f"({inner})[]" if " | " in inner else f"{inner}[]"
+    if kind == "object" and isinstance(properties, Mapping) and properties:
+        required = schema.get("required", [])
+        fields = [(n, _shape(p, depth + 1) if isinstance(p, Mapping) else None) for n, p in properties.items()]
+        if any(shape is None for _, shape in fields) or not isinstance(required, list):
+            return None
+        return "{" + ", ".join(f"{n}{'' if n in required else '?'}: {t}" for n, t in fields) + "}"
+    return kind if isinstance(kind, str) and items is None and properties is None else None
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())  # a description's line breaks are layout, not content: one line reads the same
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)  # no spaces: the planner pays every byte
 
 
 def _plain(step: Any) -> Any:

@@ -4,8 +4,9 @@ The figures come from ``examples/rewoo_vs_react.py`` (one run of its ``compare``
 seven-tool box answers "who is N generations of mentors back from Ada Reyes?" on a deterministic simulated model
 that bills each request its turns (``loop.approx_tokens``), the tool specifications offered and the native output
 schema (compact JSON, four characters a token). ReAct re-sends system prompt, tools and transcript every hop;
-ReWOO pays for them once in its planner, then once more for the system prompt in its solver. Target: ReAct pays
-at least 3x ReWOO's prompt tokens at 3 hops, and the gap widens with every hop count after.
+ReWOO pays for them once in its planner (the tools as signature lines, the plan's schema natively and only
+there), then once more for the system prompt in its solver. Target: ReAct pays at least 3x ReWOO's prompt tokens
+at 3 hops, and the gap widens with every hop count after.
 """
 
 from __future__ import annotations

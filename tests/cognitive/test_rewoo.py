@@ -5,11 +5,12 @@ import re
 from typing import Any
 
 import anyio
+import attrs
 import pytest
 
 from cognitive import ReWOO, SelfConsistency, WithBudget, WithOutput, WithVerification, answer_value, build
 from cognitive.testing import check_pattern
-from loop import Budget, Request, Role, State, Step, Text, ToolPipeline, UsageError, tool
+from loop import Budget, Request, Role, State, Step, Text, ToolPipeline, ToolSpec, UsageError, tool
 from provider import Function
 from verifier import FunctionVerifier, failed, passed
 
@@ -155,7 +156,7 @@ async def test_a_bad_plan_goes_back_to_the_planner_with_the_problem(bad: str) ->
     state = await ReWOO(step).run(ask())
     assert state.answer == "From the evidence: 2100000." and state.outcome.ok
     assert len(model.planning) == 2
-    report = model.planning[1].turns[-2].text  # the replan report, then ask's schema turn
+    report = model.planning[1].turns[-2].text  # the replan report, then ask's turn
     assert "This plan cannot be run" in report and problem in report
     assert state.outcome.data["ReWOO"]["replans"] == 1
 
@@ -266,3 +267,75 @@ async def test_a_typed_answer_is_asked_of_the_solver() -> None:
     shape = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
     state = await WithOutput(ReWOO(step), step, shape).run(ask())
     assert answer_value(state, shape) == {"answer": "2100000"}
+
+
+@attrs.frozen
+class Described:
+    """A tool with a hand-written spec: the planner lists it from its schema alone."""
+
+    spec: ToolSpec
+
+    async def call(self, arguments: Any) -> str:
+        return "ok"
+
+
+MIXED = ToolSpec("mix", "Mixes things.\n  Over two lines.", {
+    "type": "object",
+    "properties": {
+        "mode": {"enum": ["fast", "slow"], "description": "How to mix."},
+        "ids": {"type": "array", "items": {"type": ["integer", "string"]}},
+        "box": {"type": "object", "title": "Box", "properties": {"w": {"type": "number"}, "h": {"type": "number"}},
+                "required": ["w"]},
+        "maybe": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None},
+        "k": {"type": "integer", "minimum": 1, "default": 2, "description": "How many."},
+        "rows": {"type": "array", "items": {"type": "object", "properties": {"a": {"type": "string",
+                                                                                  "description": "A cell."}}}},
+        "raw": {},
+    },
+    "required": ["mode", "ids"],
+    "additionalProperties": False,
+})
+NESTED = ToolSpec("nested", "Takes a model.", {"$defs": {"P": {"type": "object", "properties": {"x": {}}}},
+                                               "type": "object", "properties": {"p": {"$ref": "#/$defs/P"}}})
+
+
+async def planner_sees(*specs: ToolSpec) -> str:
+    model = Model([])
+    await ReWOO(Step(Function(model), tools=[Described(spec) for spec in specs])).run(ask())
+    return model.planning[0].turns[-2].text  # the plan turn, then ask's
+
+
+async def test_the_planner_reads_each_tool_as_a_signature_with_a_note_per_parameter() -> None:
+    listed = (await planner_sees(MIXED)).split("Tools (\"?\": an optional parameter):\n", 1)[1]
+    assert listed == (
+        '- mix(mode: "fast" | "slow", ids: (integer | string)[], box?: {w: number, h?: number}, '
+        "maybe?: string | null = null, k?: integer = 2, rows?: array, raw?: any) — Mixes things. Over two lines.\n"
+        "  mode: How to mix.\n"
+        '  k: How many. {"minimum":1}\n'  # what the signature cannot show stays, as JSON
+        '  rows: {"items":{"type":"object","properties":{"a":{"type":"string","description":"A cell."}}}}')
+
+
+async def test_the_signatures_carry_what_the_demonstrations_tools_say_in_fewer_characters() -> None:
+    from examples.rewoo_vs_react import TOOLS as ARCHIVE_TOOLS
+
+    model = Model([])
+    await ReWOO(Step(Function(model), tools=ARCHIVE_TOOLS)).run(ask())
+    listed = model.planning[0].turns[-2].text.split("Tools (\"?\": an optional parameter):\n", 1)[1]
+    specs = "".join(t.spec.name + t.spec.description + json.dumps(t.spec.parameters, separators=(",", ":"))
+                    for t in ARCHIVE_TOOLS)
+    assert '"properties"' not in listed and len(listed) < 0.75 * len(specs)
+    for spec in (t.spec for t in ARCHIVE_TOOLS):
+        assert " ".join(spec.description.split()) in listed
+        for name, schema in spec.parameters["properties"].items():
+            optional = "" if name in spec.parameters["required"] else "?"
+            assert f"{name}{optional}: {schema['type']}" in listed and schema["description"] in listed
+    assert "- search_people(query: string, limit?: integer = 5) — Find people" in listed
+
+
+async def test_tools_without_parameters_and_tools_too_rich_for_a_signature() -> None:
+    listed = await planner_sees(ToolSpec("now", "The time.", {"type": "object", "properties": {},
+                                                               "additionalProperties": False}),
+                                ToolSpec("anything", "", {}), NESTED)
+    assert "- now() — The time.\n- anything(...)\n" in listed  # none, and any arguments
+    assert listed.endswith("- nested — Takes a model.\n  parameters: "
+                           + json.dumps(NESTED.parameters, separators=(",", ":")))  # the whole schema, as it is

@@ -12,12 +12,13 @@ import provider
 from cognitive import ReAct, ReWOO
 from examples.rewoo_vs_react import (ARCHIVE, PEOPLE, SYSTEM, TOOLS, Billed, Simulated, compare, demo_provider,
                                      make_agent, question, ratios)
-from loop import (Options, Request, Role, State, Step, Text, ToolCall, ToolPipeline, ToolResult,
-                  ToolSpec)
+from loop import (Options, Request, Role, State, Step, Text, ToolCall, ToolPipeline, ToolResult, ToolSpec,
+                  provider_info)
 from tests.examples import ROOT
 
-MEASURED = {3: 2.5, 5: 3.78, 8: 5.74}  # ReAct's prompt tokens over ReWOO's when these assertions were written
-MARGIN = 0.9
+MEASURED = {3: 3.17, 5: 4.76, 8: 7.18}  # ReAct's prompt tokens over ReWOO's when these assertions were written
+MARGIN = 0.95
+TARGET = 3.0  # at 3 hops, ReAct pays at least this many times ReWOO's prompt tokens
 
 
 class Recorder(Simulated):
@@ -44,7 +45,7 @@ async def test_rewoo_pays_fewer_prompt_tokens_and_the_saving_grows_with_hops() -
     found = ratios(costs)
     for hops, ratio in found.items():
         assert ratio >= MEASURED[hops] * MARGIN, found
-    assert found[3] < found[5] < found[8]
+    assert found[3] >= TARGET and found[3] < found[5] < found[8], found
 
 
 async def test_both_agents_get_the_same_prompt_and_tools_and_each_request_is_billed_what_it_carries() -> None:
@@ -63,8 +64,15 @@ async def test_both_agents_get_the_same_prompt_and_tools_and_each_request_is_bil
     assert all({s.name for s in r.tools} == names for r in sent["ReAct"])  # the whole toolbox, every turn
     planner, solver = sent["ReWOO"]
     assert planner.tools == () and solver.tools == ()
-    assert all(t.spec.name in planner.turns[2].text and t.spec.description in planner.turns[2].text for t in TOOLS)
+    # The planner reads every tool's name, description and parameters in its prompt, as signatures.
+    listed = planner.turns[2].text
+    for spec in (t.spec for t in TOOLS):
+        assert f"- {spec.name}(" in listed and " ".join(spec.description.split()) in listed
+        assert all(p["description"] in listed for p in spec.parameters["properties"].values())
+    # The plan's schema goes natively to a model that honours it, and only there: billed once.
+    assert provider_info(Step(demo_provider())).json_schema
     assert planner.options.output_schema is not None and solver.options.output_schema is None
+    assert '"steps"' not in planner.turns[-1].text and '"steps"' not in listed
 
 
 def test_billing_counts_turns_tool_specs_and_a_native_schema() -> None:

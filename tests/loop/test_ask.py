@@ -8,9 +8,9 @@ import attrs
 import pytest
 
 import loop
-from loop import (Asked, Options, OutputType, Request, Role, State, Step, Text, TurnCompleted, TurnKind, UsageError,
-                  ask, tool)
-from loop._ask import ASK_PROMPT
+from loop import (Asked, DeltaStream, Options, OutputType, ProviderInfo, Request, Role, State, Step, Text,
+                  TurnCompleted, TurnKind, UsageError, ask, provider_info, tool)
+from loop._ask import ASK_NATIVE_PROMPT, ASK_PROMPT
 from loop.errors import VerificationFailed
 from provider import Function, Scripted, tool_call
 
@@ -36,6 +36,22 @@ class Pair(TypedDict):
 SCHEMA_TEXT = json.dumps(OutputType.of(Route).schema, separators=(",", ":"))
 
 
+class Silent:
+    """A provider that says nothing of itself (no ``info``): it is not taken to honour a native schema."""
+
+    def __init__(self, inner: Function) -> None:
+        self.inner = inner
+
+    def stream(self, request: Request) -> DeltaStream:
+        return self.inner.stream(request)
+
+
+class Refusing(Function):
+    """A ``Function`` provider that says it does not honour ``output_schema`` natively."""
+
+    info = ProviderInfo(choices=True, json_schema=False)
+
+
 async def test_a_valid_first_answer_is_the_value() -> None:
     script = Scripted(['{"team": "billing", "urgent": false}'])
     asked = await ask(Step(script), START, Route)
@@ -43,9 +59,41 @@ async def test_a_valid_first_answer_is_the_value() -> None:
     assert [t.role for t in asked.state] == [Role.USER, Role.SYSTEM, Role.ASSISTANT]
     prompt = asked.state[1]
     assert prompt.kind == TurnKind.OUTPUT_FORMAT
-    assert prompt.text == ASK_PROMPT.format(schema=SCHEMA_TEXT)
     assert asked.state.prefix(1) == START
-    assert script.requests[0].turns == asked.state.prefix(2).turns  # the model saw the schema turn
+    assert script.requests[0].turns == asked.state.prefix(2).turns  # the model saw the asking turn
+
+
+async def test_a_provider_that_honours_the_schema_natively_is_sent_it_once() -> None:
+    script = Scripted(['{"team": "billing", "urgent": false}'])
+    assert provider_info(Step(script)).json_schema
+    asked = await ask(Step(script), START, Route)
+    request = script.requests[0]
+    assert request.options.output_schema == OutputType.of(Route).schema  # the copy the provider shows the model
+    assert asked.state[1].text == ASK_NATIVE_PROMPT  # and none in the prompt
+    assert "schema" not in ASK_NATIVE_PROMPT and "JSON value" in ASK_NATIVE_PROMPT and "tools" in ASK_NATIVE_PROMPT
+
+
+@pytest.mark.parametrize("provider", ["silent", "refusing"])
+async def test_a_provider_that_does_not_say_it_honours_the_schema_gets_it_in_the_prompt_too(provider: str) -> None:
+    seen: list[Request] = []
+
+    def model(request: Request) -> str:
+        seen.append(request)
+        return '{"team": "billing", "urgent": false}'
+
+    made: Any = Silent(Function(model)) if provider == "silent" else Refusing(model)
+    assert not provider_info(Step(made)).json_schema
+    asked = await ask(Step(made), START, Route)
+    assert asked.value == Route("billing", False)
+    assert asked.state[1].text == ASK_PROMPT.format(schema=SCHEMA_TEXT)
+    assert seen[0].turns[-1] == asked.state[1]
+    assert seen[0].options.output_schema == OutputType.of(Route).schema  # still asked for natively as well
+
+
+async def test_a_runner_that_says_nothing_of_its_provider_gets_the_schema_in_the_prompt() -> None:
+    script = Scripted(['{"team": "billing", "urgent": false}'])
+    asked = await ask(TurnOnly(Step(script)), START, Route)
+    assert asked.state[1].text == ASK_PROMPT.format(schema=SCHEMA_TEXT)
 
 
 @pytest.mark.parametrize(
@@ -61,18 +109,21 @@ async def test_any_output_type_works(output_type: Any, reply: str, value: Any) -
     assert (await ask(Step(Scripted([reply])), START, output_type)).value == value
 
 
-async def test_an_invalid_answer_gets_a_correction_naming_the_problem_then_the_valid_one_counts() -> None:
+@pytest.mark.parametrize("native", [True, False])
+async def test_an_invalid_answer_gets_a_correction_naming_the_problem_then_the_valid_one_counts(native: bool) -> None:
     script = Scripted(['{"team": "billing"}', '{"team": "billing", "urgent": true}'])
-    asked = await ask(Step(script), START, Route)
+    asked = await ask(Step(script), START, Route, native=native)
     assert asked.value == Route("billing", True) and asked.attempts == 2
     roles = [t.role for t in asked.state]
     assert roles == [Role.USER, Role.SYSTEM, Role.ASSISTANT, Role.SYSTEM, Role.ASSISTANT]
     correction = asked.state[3]
     assert correction.kind == TurnKind.VERIFICATION and correction.meta["attempt"] == 1
-    assert correction.text == ("The answer does not match the `Route` schema:\n\n"
-                               "- $: 'urgent' is a required property\n\n"
-                               "Reply again with one JSON value that follows this schema:\n\n"
-                               f"```json\n{SCHEMA_TEXT}\n```")
+    problem = "The answer does not match the `Route` schema:\n\n- $: 'urgent' is a required property\n\n"
+    if native:  # the provider shows the schema again with the request: the report names the problem
+        assert correction.text == problem + "Reply again with one JSON value of the required structure."
+    else:  # the text is the schema's only copy: the report gives it again
+        assert correction.text == (problem + "Reply again with one JSON value that follows this schema:\n\n"
+                                   f"```json\n{SCHEMA_TEXT}\n```")
     assert script.requests[1].turns[-1] == correction  # the second request ends with it
 
 
@@ -127,7 +178,9 @@ async def test_native_asks_for_structured_output_and_text_mode_does_not() -> Non
     native, text = (r.options for r in script.requests)
     assert native.output_schema == OutputType.of(Route).schema
     assert text.output_schema is None
-    assert SCHEMA_TEXT in script.requests[1].turns[-1].text  # the schema is still in the prompt
+    # Not sent natively, even to a provider that would honour it: the prompt is the schema's only copy.
+    assert script.requests[1].turns[-1].text == ASK_PROMPT.format(schema=SCHEMA_TEXT)
+    assert SCHEMA_TEXT not in script.requests[0].turns[-1].text
 
 
 async def test_tools_are_off_even_if_the_model_calls_one() -> None:
