@@ -5,7 +5,7 @@ with a ``TurnProcessor`` (see ``cognitive.new_turn_processor``) and persists eve
 ``Store``. Conduits (``Conduit.serve(manager)``) connect the outside world. The parts:
 
     session          Session, Manager and the events they publish; StdioConduit (a terminal chat)
-    session.stores   Store, MemoryStore, the durable SQLiteStore, open_store
+    session.stores   Store, MemoryStore, the durable SQLiteStore, open_store, StoreCheckpoints
     session.http     HTTPConduit: sessions, an SSE event stream, OpenAPI, and the OpenAI-compatible API
     session.openai   openai_routes / openai_app: the OpenAI-compatible API on its own
     session.mcp      MCPTools (the tools of MCP servers) and MCPConduit (the agent as an MCP tool)
@@ -41,17 +41,18 @@ if TYPE_CHECKING:
     from session._conduit import Conduit
     from session._events import (Interrupted, MessageFailed, MessageFinished, MessageQueued, MessageStarted,
                                  StorePaused, TurnStored, TurnUpdated)
-    from session._manager import Manager, SessionLimit, ShuttingDown, StepFactory, step_factory
+    from session._manager import Manager, SessionLimit, ShuttingDown, StepFactory, current_checkpoints, step_factory
     from session._session import Message, Session, SessionBusy, SessionClosed, ToolResultsMismatch, TurnProcessor
     from session._stdio import StdioConduit
     from session.http import EventLog, EventReader, EventsLost, HTTPConduit, LoggedEvent, RateLimit, event_to_json
     from session.mcp import (MCPConduit, MCPConnectionError, MCPHTTPServer, MCPServer, MCPStdioServer, MCPTool,
                              MCPToolError, MCPTools)
     from session.openai import openai_app, openai_routes
-    from session.stores import (DeletingStore, InboxStore, MemoryStore, SQLiteStore, Store, StoreConflict, StoreError,
-                                open_store)
+    from session.stores import (CheckpointStore, DeletingStore, InboxStore, MemoryStore, SQLiteStore, Store,
+                                StoreCheckpoints, StoreConflict, StoreError, open_store)
 
 __all__ = [
+    "CheckpointStore",
     "Conduit",
     "DeletingStore",
     "InboxStore",
@@ -86,6 +87,7 @@ __all__ = [
     "StdioConduit",
     "StepFactory",
     "Store",
+    "StoreCheckpoints",
     "StoreConflict",
     "StoreError",
     "StorePaused",
@@ -93,6 +95,7 @@ __all__ = [
     "TurnProcessor",
     "TurnStored",
     "TurnUpdated",
+    "current_checkpoints",
     "event_to_json",
     "open_store",
     "openai_app",
@@ -107,7 +110,8 @@ __getattr__, __dir__ = exports(__name__, {
     "session._conduit": ("Conduit",),
     "session._events": ("Interrupted", "MessageFailed", "MessageFinished", "MessageQueued", "MessageStarted",
                         "StorePaused", "TurnStored", "TurnUpdated"),
-    "session._manager": ("Manager", "SessionLimit", "ShuttingDown", "StepFactory", "step_factory"),
+    "session._manager": ("Manager", "SessionLimit", "ShuttingDown", "StepFactory", "current_checkpoints",
+                         "step_factory"),
     "session._session": ("Message", "Session", "SessionBusy", "SessionClosed", "ToolResultsMismatch", "TurnProcessor"),
     "session._stdio": ("StdioConduit",),
     "session.http": ("EventLog", "EventReader", "EventsLost", "HTTPConduit", "LoggedEvent", "RateLimit",
@@ -115,6 +119,6 @@ __getattr__, __dir__ = exports(__name__, {
     "session.mcp": ("MCPConduit", "MCPConnectionError", "MCPHTTPServer", "MCPServer", "MCPStdioServer", "MCPTool",
                     "MCPToolError", "MCPTools"),
     "session.openai": ("openai_app", "openai_routes"),
-    "session.stores": ("DeletingStore", "InboxStore", "MemoryStore", "SQLiteStore", "Store", "StoreConflict", "StoreError",
-                       "open_store"),
+    "session.stores": ("CheckpointStore", "DeletingStore", "InboxStore", "MemoryStore", "SQLiteStore", "Store",
+                       "StoreCheckpoints", "StoreConflict", "StoreError", "open_store"),
 })

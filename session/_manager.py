@@ -7,6 +7,7 @@ import os
 import secrets
 import time
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from types import TracebackType
 from typing import Any
 
@@ -18,12 +19,28 @@ from loop.checks import positive_int, positive_number
 from session._groups import unwrap
 from session._resume import history_of, resume
 from session._session import Session, TurnProcessor
+from session.stores._checkpoints import StoreCheckpoints
 from session.stores._memory import MemoryStore
-from session.stores._protocol import InboxStore, Store, check_session_id
-from cognitive import Pattern
+from session.stores._protocol import CheckpointStore, InboxStore, Store, check_session_id
+from cognitive import Checkpoints, Pattern
 
 StepFactory = Callable[[Provider, EventBus], TurnExecutor]
 _log = tracing.logger("session.manager")
+_checkpoints: ContextVar[Checkpoints | None] = ContextVar("session_checkpoints", default=None)
+
+
+def current_checkpoints() -> Checkpoints | None:
+    """The checkpoints of the manager whose session is running this code (its ``Manager.checkpoints``), for a
+    pattern factory that is given only a step, as ``python -m session serve MODULE:FACTORY`` gives one::
+
+        def make_agent(step):
+            return MCTS(step, checkpoints=session.current_checkpoints())
+
+    The factory is called for each message, in the session's worker, so a search a stopped process left
+    half done goes on where it stopped when the message runs again. ``None`` outside a session's run (as when
+    the command line tries the factory at start-up) and with a store that keeps no checkpoints: the pattern
+    then saves none."""
+    return _checkpoints.get()
 
 
 def _check_processor(processor: Any) -> None:
@@ -89,6 +106,9 @@ class Manager:
     entering the manager resumes every conversation with messages waiting, and opening a session puts its
     conversation right first (a message cut short runs again from its start; tool calls left open are answered
     "interrupted": see ``session._resume``).
+
+    With a store that keeps checkpoints (``CheckpointStore``), ``checkpoints`` is the store's, for a search to
+    save its progress beside the conversations, and each session's runs find it with ``current_checkpoints()``.
     """
 
     def __init__(
@@ -180,6 +200,12 @@ class Manager:
             self._group = None
             self._sessions.clear()
 
+    @property
+    def checkpoints(self) -> Checkpoints | None:
+        """The store's checkpoints (``StoreCheckpoints``), for ``TreeOfThoughts(step,
+        checkpoints=manager.checkpoints)``; ``None`` when the store keeps none (it is not a ``CheckpointStore``)."""
+        return StoreCheckpoints(self.store) if isinstance(self.store, CheckpointStore) else None
+
     def get(self, session_id: str) -> Session | None:
         """The open session with this id, if any."""
         return self._sessions.get(session_id)
@@ -254,6 +280,7 @@ class Manager:
             await self.close(session_id)
 
     async def _serve(self, session: Session) -> None:
+        _checkpoints.set(self.checkpoints)  # this task's own context: what its runs see in current_checkpoints()
         try:
             await session.serve()
         finally:

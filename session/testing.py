@@ -1,5 +1,5 @@
 """A conformance check any ``Store`` implementation can run (``await check_store(make_store)``); it checks the
-optional abilities (``DeletingStore``, ``InboxStore``) too when the store has them."""
+optional abilities (``DeletingStore``, ``InboxStore``, ``CheckpointStore``) too when the store has them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import anyio
 
 from loop import Reasoning, Role, Text, ToolCall, ToolResult, Turn, Usage, UsageError
 from loop.errors import ConformanceError
-from session.stores._protocol import DeletingStore, InboxStore, Store, StoreConflict
+from session.stores._protocol import CheckpointStore, DeletingStore, InboxStore, Store, StoreConflict
 
 
 def _require(ok: bool, rule: str) -> None:
@@ -84,6 +84,19 @@ async def check_store(make_store: Callable[[], Store | Awaitable[Store]]) -> Non
                  "concurrent writers to different sessions do not interfere")
     if isinstance(store, InboxStore):
         await _check_inbox(store)
+    if isinstance(store, CheckpointStore):
+        await _check_checkpoints(store)
+
+
+async def _check_checkpoints(store: CheckpointStore) -> None:
+    _require(await store.load_checkpoint("search") is None, "a checkpoint never saved loads as None")
+    await store.save_checkpoint("search", {"format": 1, "nodes": [{"thought": "é ✓", "score": 0.5}]})
+    await store.save_checkpoint("search", {"format": 1, "rollouts": 2})
+    _require(await store.load_checkpoint("search") == {"format": 1, "rollouts": 2},
+             "a checkpoint saved again replaces the one before, and loads back equal")
+    await store.drop_checkpoint("search")
+    await store.drop_checkpoint("search")  # dropping what is gone is harmless
+    _require(await store.load_checkpoint("search") is None, "a dropped checkpoint is gone")
 
 
 def _posted(n: int, text: str | None = None) -> Turn:

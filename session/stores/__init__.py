@@ -1,18 +1,22 @@
 """Where conversations are kept: the ``Store`` protocol and the stores built in.
 
-    Store          the protocol: ``load`` a conversation, ``append`` turns to it (all or nothing, durable)
-    DeletingStore  a store that can also ``delete`` a conversation (an optional ability)
-    InboxStore     a store that keeps messages until they are run (an optional ability)
-    MemoryStore    in this process's memory: fast, gone when the process ends
-    SQLiteStore    an SQLite file: the embedded durable default, survives a killed process
-    open_store     the store a URL names: ``memory://`` or ``sqlite:///path/to.db``
+    Store             the protocol: ``load`` a conversation, ``append`` turns to it (all or nothing, durable)
+    DeletingStore     a store that can also ``delete`` a conversation (an optional ability)
+    InboxStore        a store that keeps messages until they are run (an optional ability)
+    CheckpointStore   a store that keeps checkpoints, a long run's saved progress (an optional ability)
+    StoreCheckpoints  such a store as the ``cognitive.Checkpoints`` a search saves its progress to
+    MemoryStore       in this process's memory: fast, gone when the process ends
+    SQLiteStore       an SQLite file: the embedded durable default, survives a killed process
+    open_store        the store a URL names: ``memory://`` or ``sqlite:///path/to.db``
 
 ``session.testing.check_store`` checks any store of your own against the contract.
 """
 
+from session.stores._checkpoints import StoreCheckpoints
 from session.stores._memory import MemoryStore
 from session.stores._open import open_store
-from session.stores._protocol import DeletingStore, InboxStore, Store, StoreConflict, StoreError
+from session.stores._protocol import CheckpointStore, DeletingStore, InboxStore, Store, StoreConflict, StoreError
 from session.stores._sqlite import SQLiteStore
 
-__all__ = ["DeletingStore", "InboxStore", "MemoryStore", "SQLiteStore", "Store", "StoreConflict", "StoreError", "open_store"]
+__all__ = ["CheckpointStore", "DeletingStore", "InboxStore", "MemoryStore", "SQLiteStore", "Store", "StoreCheckpoints",
+           "StoreConflict", "StoreError", "open_store"]

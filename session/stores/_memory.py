@@ -6,12 +6,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loop import State, Turn
-from session.stores._protocol import check_append, check_posted, check_session_id
+from session.stores._protocol import (check_append, check_checkpoint_key, check_posted, check_session_id,
+                                     checkpoint_text, read_checkpoint)
 
 
 class MemoryStore:
     """A ``Store`` in this process's memory: fast, and gone when the process ends. It has the optional
-    abilities ``DeletingStore`` and ``InboxStore`` (its inbox is as durable as the rest: not at all)."""
+    abilities ``DeletingStore``, ``InboxStore`` and ``CheckpointStore`` (its inbox and its checkpoints are as
+    durable as the rest: not at all)."""
 
     def __init__(self) -> None:
         # Turns are kept in a plain list per conversation (an append adds no linked nodes or states for the
@@ -19,6 +21,7 @@ class MemoryStore:
         self._turns: dict[str, list[Turn]] = {}
         self._meta: dict[str, Mapping[str, Any]] = {}
         self._inboxes: dict[str, dict[str, Turn]] = {}  # waiting messages by id, in the order posted
+        self._checkpoints: dict[str, str] = {}  # JSON text by key: a load gives a new copy, as a file's would
 
     async def load(self, session_id: str) -> State | None:
         turns = self._turns.get(check_session_id(session_id))
@@ -62,6 +65,21 @@ class MemoryStore:
         waiting = self._inboxes.get(check_session_id(session_id))
         if waiting is not None and waiting.pop(message_id, None) is not None and not waiting:
             del self._inboxes[session_id]
+
+    # Checkpoints never suspend either.
+
+    async def save_checkpoint(self, key: str, data: Mapping[str, Any]) -> None:
+        """Keep ``data`` under ``key``, replacing what it held (see ``CheckpointStore``)."""
+        self._checkpoints[check_checkpoint_key(key)] = checkpoint_text(key, data)
+
+    async def load_checkpoint(self, key: str) -> Mapping[str, Any] | None:
+        """What ``key`` holds, or ``None``."""
+        text = self._checkpoints.get(check_checkpoint_key(key))
+        return None if text is None else read_checkpoint(key, text, "a MemoryStore")
+
+    async def drop_checkpoint(self, key: str) -> None:
+        """Forget what ``key`` holds."""
+        self._checkpoints.pop(check_checkpoint_key(key), None)
 
     async def sessions(self) -> list[str]:
         """The ids of every stored conversation, sorted."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -83,6 +84,29 @@ class InboxStore(Store, Protocol):
     async def done(self, session_id: str, message_id: str) -> None: ...
 
 
+@runtime_checkable
+class CheckpointStore(Store, Protocol):
+    """The optional ability to keep checkpoints beside the conversations: the saved progress of a long run (a
+    search's tree, a plan's steps), JSON data by key, so that a run stopped by its budget, an interrupt or a
+    crash goes on where it stopped. ``MemoryStore`` and ``SQLiteStore`` have it; ``StoreCheckpoints`` makes
+    such a store the ``cognitive.Checkpoints`` a pattern saves to, and ``Manager.checkpoints`` is its store's.
+
+    ``save_checkpoint`` makes ``key`` hold ``data`` (a mapping of JSON data), replacing what it held, all or
+    nothing; once it returns, the data survives the process being killed, as an append does.
+    ``load_checkpoint`` returns what ``key`` holds, as JSON reads it back (a new ``dict`` each time), or
+    ``None``. ``drop_checkpoint`` forgets it; dropping a key that holds nothing is fine. Checkpoints are not
+    part of any conversation: deleting one (``DeletingStore``) keeps them. A key is a non-empty string of at
+    most 256 characters (``cognitive.checkpoint_key`` makes them); a bad key, or data that is not a mapping
+    of JSON data, raises ``UsageError`` and writes nothing. Failures raise ``StoreError``.
+    """
+
+    async def save_checkpoint(self, key: str, data: Mapping[str, Any]) -> None: ...
+
+    async def load_checkpoint(self, key: str) -> Mapping[str, Any] | None: ...
+
+    async def drop_checkpoint(self, key: str) -> None: ...
+
+
 MAX_SESSION_ID = 256  # room for a client's name of up to 200 characters in a namespace (see HTTPConduit)
 
 
@@ -112,3 +136,35 @@ def check_posted(message: Any) -> str:
     if not isinstance(message_id, str) or not message_id:
         raise UsageError(f"a posted message's meta needs its 'message_id' (a string), got {message.meta!r}"[:400])
     return message_id
+
+
+MAX_CHECKPOINT_KEY = 256
+
+
+def check_checkpoint_key(key: Any) -> str:
+    if not isinstance(key, str) or not key or len(key) > MAX_CHECKPOINT_KEY:
+        raise UsageError(f"a checkpoint key is a non-empty string of at most {MAX_CHECKPOINT_KEY} characters, "
+                         f"got {key!r}"[:400])
+    return key
+
+
+def checkpoint_text(key: str, data: Any) -> str:
+    """``data`` as the JSON text a store keeps under checkpoint ``key``; ``UsageError`` when it is not a
+    mapping of JSON data."""
+    if not isinstance(data, Mapping):
+        raise UsageError(f"checkpoint {key!r} must be a mapping of JSON data, got {type(data).__name__}")
+    try:
+        return json.dumps(dict(data), ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"checkpoint {key!r} must be JSON data: {exc}") from None
+
+
+def read_checkpoint(key: str, text: str, where: str) -> dict[str, Any]:
+    """The data a store kept as ``text`` under checkpoint ``key``; ``StoreError`` when it cannot be read."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise StoreError(f"checkpoint {key!r} in {where} is not JSON ({exc}); drop it to start afresh") from None
+    if not isinstance(data, dict):
+        raise StoreError(f"checkpoint {key!r} in {where} is not a JSON object; drop it to start afresh")
+    return data

@@ -1,5 +1,5 @@
 """``SQLiteStore``: the embedded durable store. WAL journal, one row per turn, append-only, versioned schema,
-and an inbox of messages waiting to be run."""
+an inbox of messages waiting to be run, and checkpoints."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ import anyio.to_thread
 
 from loop import State, Turn, UsageError
 from loop import Wake
-from session.stores._protocol import StoreError, check_append, check_posted, check_session_id
+from loop.checks import positive_number
+from session.stores._protocol import (StoreError, check_append, check_checkpoint_key, check_posted, check_session_id,
+                                     checkpoint_text, read_checkpoint)
 from session.stores._sqlite_file import LEGACY, connect
 
 T = TypeVar("T")
@@ -49,7 +51,8 @@ class SQLiteStore:
     journal and ``synchronous="NORMAL"`` (the default) a committed append survives the process being killed;
     ``synchronous="FULL"`` also survives a power cut, at the cost of an fsync per append. Turns are never
     updated in place. Calls run in a worker thread, one at a time. It is an ``InboxStore``: posted messages
-    wait in a table of their own, written in the same transactions as appends.
+    wait in a table of their own, written in the same transactions as appends. It is a ``CheckpointStore``:
+    checkpoints are rows of a table of their own, each save one transaction, as durable as an append.
 
     The store opens its file on first use and holds it until ``aclose`` (or the end of ``async with store``),
     as a file object does: whoever makes the store closes it. Closing is final: a closed store raises
@@ -323,6 +326,35 @@ class SQLiteStore:
             self._abandon(conn)
             raise
         return existed
+
+    async def save_checkpoint(self, key: str, data: Mapping[str, Any]) -> None:
+        """Keep ``data`` under ``key``, replacing what it held, in one transaction (see ``CheckpointStore``)."""
+        text = checkpoint_text(check_checkpoint_key(key), data)
+        await self._run(lambda: self._connect().execute(
+            "INSERT INTO checkpoints (key, data, updated) VALUES (?, ?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET data = excluded.data, updated = excluded.updated",
+            (key, text, time.time())))
+
+    async def load_checkpoint(self, key: str) -> Mapping[str, Any] | None:
+        """What ``key`` holds, or ``None``."""
+        check_checkpoint_key(key)
+        row = await self._run(lambda: self._connect().execute(
+            "SELECT data FROM checkpoints WHERE key = ?", (key,)).fetchone())
+        return None if row is None else read_checkpoint(key, row[0], str(self.path))
+
+    async def drop_checkpoint(self, key: str) -> None:
+        """Forget what ``key`` holds."""
+        check_checkpoint_key(key)
+        await self._run(lambda: self._connect().execute("DELETE FROM checkpoints WHERE key = ?", (key,)))
+
+    async def prune_checkpoints(self, older_than: float) -> int:
+        """Drop the checkpoints not saved for ``older_than`` seconds; how many. A run that answers drops its
+        own, but one stopped for good (by its budget, say: it answered from what it had) leaves its checkpoint
+        behind, for a run on the same conversation that may never come."""
+        positive_number("older_than", older_than, unit="seconds")
+        dropped: int = await self._run(lambda: self._connect().execute(
+            "DELETE FROM checkpoints WHERE updated < ?", (time.time() - older_than,)).rowcount)
+        return dropped
 
     async def sessions(self) -> list[str]:
         """The ids of every stored conversation, sorted."""

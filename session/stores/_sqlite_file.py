@@ -8,7 +8,7 @@ from pathlib import Path
 
 from session.stores._protocol import StoreError
 
-SCHEMA_VERSION = 3  # 3 added the inbox
+SCHEMA_VERSION = 4  # 3 added the inbox, 4 the checkpoints
 # Schema 1 stores kept run results (degraded, verification ...) in a conversation's meta. Upgrading marks
 # those conversations, and loading one moves the results onto its last answer's outcome.
 LEGACY = "__legacy_run_results__"
@@ -39,6 +39,11 @@ CREATE TABLE IF NOT EXISTS inbox (
     message_id  TEXT NOT NULL,
     data        TEXT NOT NULL,
     UNIQUE (session_id, message_id)
+);
+CREATE TABLE IF NOT EXISTS checkpoints (
+    key      TEXT PRIMARY KEY,
+    data     TEXT NOT NULL,
+    updated  REAL NOT NULL
 );
 """
 
