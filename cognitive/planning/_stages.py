@@ -36,7 +36,7 @@ Break the latest request into a short list of concrete subgoals, in the order to
 {max_steps}. Each subgoal is one sentence saying what to find out or do. Take into account everything \
 found so far, and leave out what is already done."""
 ACT = """\
-Carry out the current subgoal of the plan above with the tools: {subgoal}
+Work on this with the tools: {subgoal}
 Report what you found; do not answer the whole request yet."""
 REFLECT = """\
 Reflect on the progress so far against the request and the plan. Decide what happens next:
