@@ -6,6 +6,7 @@ interrupts the turn in progress; a second Ctrl-C (or Ctrl-C with nothing running
 
 from __future__ import annotations
 
+import math
 import signal
 import sys
 import threading
@@ -15,6 +16,7 @@ from typing import Any, TextIO
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from loop import CANCELLED, Role, TextDelta, ToolFinished, ToolStarted, TurnCompleted, TurnKind
 from session._events import Interrupted, MessageFailed, MessageFinished
@@ -88,31 +90,35 @@ class StdioConduit:
     async def serve(self, manager: Manager) -> None:
         session = await manager.open(self.session_id)
         self._write(f"session {session.id} — Ctrl-C interrupts a turn; at the prompt, Ctrl-C or Ctrl-D quits\n")
-        async with anyio.create_task_group() as group:
+        # One task writes every event, in order; it tells the chat which messages it has shown the end of, so the
+        # next prompt never comes before a message's last words (its answer, its error).
+        ended, endings = anyio.create_memory_object_stream[str | None](math.inf)
+        async with anyio.create_task_group() as group, ended, endings:
             with session.events.subscribe(buffer=None, main_line=True) as events:
-                group.start_soon(self._show, events)
+                group.start_soon(self._show, events, ended)
                 if self._signals:
                     group.start_soon(self._on_interrupt, session, group.cancel_scope)
-                await self._chat(session)
+                await self._chat(session, endings)
             group.cancel_scope.cancel()
 
-    async def _chat(self, session: Session) -> None:
+    async def _chat(self, session: Session, endings: MemoryObjectReceiveStream[str | None]) -> None:
         self._write(PROMPT)
         async for line in _lines(self._input):
             if line.strip():
-                with session.events.subscribe(buffer=None, main_line=True) as done:
-                    session.send(line)
-                    async for event in done:
-                        if isinstance(event, (MessageFinished, MessageFailed, Interrupted)):
-                            break
+                sent = session.send(line)
+                async for message_id in endings:
+                    if message_id == sent or message_id is None:  # None: an interrupt with nothing running
+                        break
             self._write(PROMPT)
         self._write("\n")
 
-    async def _show(self, events: AsyncIterator[Any]) -> None:
+    async def _show(self, events: AsyncIterator[Any], ended: MemoryObjectSendStream[str | None]) -> None:
         async for event in events:
             text = _render(event)
             if text:
                 self._write(text)
+            if isinstance(event, (MessageFinished, MessageFailed, Interrupted)):
+                ended.send_nowait(event.message_id)
 
     async def _on_interrupt(self, session: Session, scope: anyio.CancelScope) -> None:
         with anyio.open_signal_receiver(signal.SIGINT) as signals:
