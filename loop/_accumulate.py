@@ -6,10 +6,9 @@ import uuid
 from types import MappingProxyType
 from typing import Any
 
-
 from loop._parts import Part, Reasoning, Role, Text, ToolCall, Usage
 from loop._protocols import Finish, ReasoningDelta, TextDelta, ToolCallDelta, UsageDelta
-from loop._turn import EMPTY, Turn
+from loop._turn import EMPTY, Turn, trusted_turn
 from loop.errors import StreamError
 
 
@@ -91,7 +90,11 @@ class Accumulator:
                 parts.append(ToolCall(call.id or f"call_{uuid.uuid4().hex[:16]}", call.name or "", "".join(call.fragments)))
         if self._usage is not None:
             parts.append(self._usage)
-        return Turn(Role.ASSISTANT, parts, _meta(self.finish, self.model or model))
+        model = self.model or model
+        meta = _METAS.get((self.finish, model))  # read-only, so shared: see ``_meta``
+        if meta is None:
+            meta = _meta(self.finish, model)
+        return trusted_turn(Role.ASSISTANT, tuple(parts), meta)
 
 
 _METAS: dict[tuple[str | None, str | None], Any] = {(None, None): EMPTY}

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import AsyncIterator, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, Union, runtime_checkable
 
 import attrs
 
-from loop.checks import field_check, positive_int
+from loop.checks import positive_int
 from loop._parts import Part, Role, Usage
 from loop.errors import UsageError
 
@@ -111,10 +112,6 @@ def _check_temperature(_: Any, __: Any, value: Any) -> None:
         raise UsageError(f"temperature must be a number from 0 to 2, got {value!r}")
 
 
-def _check_n(_: Any, __: Any, value: Any) -> None:
-    positive_int("n (how many choices to return)", value, optional=True)
-
-
 def _check_seed(_: Any, __: Any, value: Any) -> None:
     if value is not None and not (isinstance(value, int) and not isinstance(value, bool)):
         raise UsageError(f"seed must be an integer, got {value!r}")
@@ -176,33 +173,67 @@ class Options:
     calls, leaving them pending (the answer's outcome ``pending``) for approval or planning.
     """
 
+    # The fields are checked in ``__attrs_post_init__``, one call for all of them, in field order.
     model: str | None = None
-    temperature: float | None = attrs.field(default=None, validator=_check_temperature)
-    max_tokens: int | None = attrs.field(default=None, validator=field_check(positive_int, optional=True))
-    tool_choice: ToolChoice | None = attrs.field(default=None, validator=_check_choice)
+    temperature: float | None = None
+    max_tokens: int | None = None
+    tool_choice: ToolChoice | None = None
     # Compared but not hashed (a dict cannot be): options asking for different schemas are different options.
     output_schema: Mapping[str, Any] | None = attrs.field(default=None, hash=False)
     stop: tuple[str, ...] | None = attrs.field(default=None, converter=_stop)
-    n: int | None = attrs.field(default=None, validator=_check_n)
-    seed: int | None = attrs.field(default=None, validator=_check_seed)
-    top_p: float | None = attrs.field(default=None, validator=_check_top_p)
-    reasoning_effort: str | None = attrs.field(default=None, validator=_check_effort)
+    n: int | None = None
+    seed: int | None = None
+    top_p: float | None = None
+    reasoning_effort: str | None = None
     # Compared but not hashed, like output_schema.
     extra: Mapping[str, Any] | None = attrs.field(default=None, converter=_extra, hash=False)
     # Not sent to the provider: whether the step runs the calls the model makes (False leaves them pending).
-    run_tools: bool | None = attrs.field(default=None, validator=_check_run_tools)
+    run_tools: bool | None = None
+
+    def __attrs_post_init__(self) -> None:
+        # Options are made for every stage and typed ask: one call, and an unset (None) field costs a test.
+        if self.temperature is not None:
+            _check_temperature(self, None, self.temperature)
+        if self.max_tokens is not None:
+            positive_int("max_tokens", self.max_tokens, optional=True)
+        if self.tool_choice is not None:
+            _check_choice(self, None, self.tool_choice)
+        if self.n is not None:
+            positive_int("n (how many choices to return)", self.n, optional=True)
+        if self.seed is not None:
+            _check_seed(self, None, self.seed)
+        if self.top_p is not None:
+            _check_top_p(self, None, self.top_p)
+        if self.reasoning_effort is not None:
+            _check_effort(self, None, self.reasoning_effort)
+        if self.run_tools is not None:
+            _check_run_tools(self, None, self.run_tools)
 
     def merge(self, override: Options | None) -> Options:
         """These options with every field that ``override`` sets taking its value. ``extra`` is one field
         too: an override's mapping replaces this one's whole."""
         if override is None:
             return self
-        changes = {
-            f.name: value
-            for f in attrs.fields(Options)
-            if (value := getattr(override, f.name)) is not None
-        }
-        return attrs.evolve(self, **changes) if changes else self
+        theirs = _values(override)
+        if theirs.count(None) == _FIELD_COUNT:  # it sets nothing (no set option value equals None)
+            return self
+        if type(self) is not Options or type(override) is not Options:
+            # Anything else is built by its constructor, which checks what it is given.
+            return attrs.evolve(self, **{name: v for name, v in zip(_FIELD_NAMES, theirs) if v is not None})
+        ours = _values(self)
+        if ours.count(None) == _FIELD_COUNT:
+            return override  # nothing of ours to keep: the merge is the override itself (options are immutable)
+        # Every value was checked (and converted) when its own options were made: copied, not checked again.
+        merged = object.__new__(Options)
+        for put, mine, given in zip(_SETTERS, ours, theirs):
+            put(merged, mine if given is None else given)
+        return merged
+
+
+_FIELD_NAMES = tuple(f.name for f in attrs.fields(Options))
+_FIELD_COUNT = len(_FIELD_NAMES)
+_values = operator.attrgetter(*_FIELD_NAMES)  # every field's value, in field order, in one call
+_SETTERS = tuple(Options.__dict__[name].__set__ for name in _FIELD_NAMES)  # the slots, past the frozen guard
 
 
 @attrs.frozen

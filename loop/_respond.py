@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from types import AsyncGeneratorType
+from typing import Any, cast
 
 import anyio
 
@@ -16,11 +17,37 @@ from loop._turn import Turn
 from loop.errors import StreamError, UsageError
 
 
-async def stream_turn(provider: Provider, request: Request, bus: EventBus) -> Turn:
-    """The turn ``provider`` streams for ``request`` (one choice)."""
-    acc = Accumulator()
-    await _stream(provider, request, bus, acc.add, acc)
-    return acc.turn(request.options.model)
+async def stream(provider: Provider, request: Request, bus: EventBus, take: Callable[[Delta], None],
+                 first: Accumulator) -> None:
+    """Stream ``request``, handing every delta to ``take`` (one choice: ``Accumulator.add``) and publishing it;
+    ``TurnFailed`` if it fails. The stream is closed however it ends; the span records ``first``'s usage."""
+    tracer = tracing.current_tracer()
+    try:
+        with tracing.NOOP_SPAN if tracer is None else _chat_span(tracer, request.options) as span:
+            deltas = provider.stream(request)
+            native = isinstance(deltas, AsyncGeneratorType)  # the usual stream, a DeltaStream by definition
+            if not native and not has(deltas, DeltaStream):  # the one place the DeltaStream contract is checked
+                raise UsageError(f"{provider!r}.stream() returned {deltas!r}, which cannot be closed (no "
+                                 "aclose()); a provider's stream is a loop.DeltaStream: write it as an "
+                                 "async generator")
+            try:
+                async for delta in deltas:
+                    take(delta)
+                    if bus._subscribers:  # asked per delta: a subscriber may join mid-stream
+                        bus.publish(delta)
+            except BaseException:
+                # Release the provider's connection even when the turn is being cancelled.
+                with anyio.CancelScope(shield=True):
+                    await deltas.aclose()
+                raise
+            # An async generator that ran to its end holds nothing: closing it would do nothing.
+            if not native or cast("AsyncGeneratorType[Delta, None]", deltas).ag_frame is not None:
+                await deltas.aclose()
+            if tracer is not None:
+                _record_usage(span, first)
+    except BaseException as exc:
+        bus.publish(TurnFailed(exc))
+        raise
 
 
 async def stream_choices(provider: Provider, request: Request, bus: EventBus, n: int) -> list[Turn | None]:
@@ -39,7 +66,7 @@ async def stream_choices(provider: Provider, request: Request, bus: EventBus, n:
         accs[choice].add(delta)
         seen.add(choice)
 
-    await _stream(provider, request, bus, take, accs[0])
+    await stream(provider, request, bus, take, accs[0])
     model = request.options.model
     turns: list[Turn | None] = [acc.turn(model) if index in seen else None for index, acc in enumerate(accs)]
     for turn in turns:
@@ -48,38 +75,7 @@ async def stream_choices(provider: Provider, request: Request, bus: EventBus, n:
     return turns
 
 
-async def _stream(provider: Provider, request: Request, bus: EventBus, take: Callable[[Delta], None],
-                  first: Accumulator) -> None:
-    """Stream ``request``, handing every delta to ``take`` and publishing it; ``TurnFailed`` if it fails. The
-    stream is closed however it ends; the span records ``first``'s usage."""
-    tracer = tracing.current_tracer()
-    try:
-        with _chat_span(tracer, request.options) as span:
-            stream = provider.stream(request)
-            if not has(stream, DeltaStream):  # the one place the DeltaStream contract is checked
-                raise UsageError(f"{provider!r}.stream() returned {stream!r}, which cannot be closed (no "
-                                 "aclose()); a provider's stream is a loop.DeltaStream: write it as an "
-                                 "async generator")
-            try:
-                async for delta in stream:
-                    take(delta)
-                    bus.publish(delta)
-            except BaseException:
-                # Release the provider's connection even when the turn is being cancelled.
-                with anyio.CancelScope(shield=True):
-                    await stream.aclose()
-                raise
-            await stream.aclose()
-            if tracer is not None:
-                _record_usage(span, first)
-    except BaseException as exc:
-        bus.publish(TurnFailed(exc))
-        raise
-
-
 def _chat_span(tracer: Any, opts: Options) -> Any:
-    if tracer is None:
-        return tracing.NOOP_SPAN
     return tracing.start(tracer, f"chat {opts.model}" if opts.model else "chat", {
         "gen_ai.operation.name": "chat",
         "gen_ai.request.model": opts.model,

@@ -21,6 +21,7 @@ for the conversation. Tools run in a scope of their own, a branch. Work handed t
 from __future__ import annotations
 
 import asyncio
+import functools
 import sys
 from contextvars import ContextVar, Token
 from collections.abc import Iterable
@@ -100,8 +101,7 @@ class RunScope(NamedTuple):
         return recorder
 
     def child(self, name: str) -> RunScope:
-        return RunScope(_join(self.path, name), self.budgets, self.line, self.task, self.options, self.external,
-                        self.recorder, self.answer)
+        return _scope_of((_join(self.path, name), *self[1:]))
 
     def __repr__(self) -> str:
         return f"RunScope(path={self.path!r}, line={self.line!r}, budgets={len(self.budgets)})"
@@ -111,6 +111,10 @@ def _join(path: str, name: str) -> str:
     return f"{path}/{name}" if path else name
 
 
+# A scope from the tuple of its eight fields, without the generated constructor's frame: scopes are entered for
+# every tool call and every stage.
+_scope_of = functools.partial(tuple.__new__, RunScope)
+_new = object.__new__
 ROOT = RunScope("", (), Line(main=True), None)
 _current: ContextVar[RunScope] = ContextVar("loop_run_scope", default=ROOT)
 
@@ -150,16 +154,26 @@ def _check_name(name: Any) -> str:
 
 def scope(name: str) -> _Enter:
     """``with scope("ReAct"):`` — run the block one level down the run path, on the same line."""
-    return _Enter(_current.get().child(_check_name(name)))
+    parent = _current.get()
+    path = parent.path
+    return _Enter(_scope_of((f"{path}/{_check_name(name)}" if path else _check_name(name), *parent[1:])))
 
 
 def branch(name: str) -> _Enter:
     """``with branch("sample 3"):`` — run the block as a branch owned by the current task: its turns are
     charged to the enclosing budgets but never stored or streamed as the main line, and it offers no
     ``external_tools`` (their calls could only be answered on the main line)."""
+    # Every tool call runs in a branch: the checks and objects below are made without a Python call each.
+    if type(name) is not str or not name or "/" in name:
+        _check_name(name)
     parent = _current.get()
-    return _Enter(RunScope(_join(parent.path, _check_name(name)), parent.budgets, Line(main=False), current_task(),
-                           parent.options))
+    path = parent.path
+    line = _new(Line)
+    line.main = False
+    enter = _new(_Enter)
+    enter._scope = _scope_of((f"{path}/{name}" if path else name, parent.budgets, line, current_task(),
+                              parent.options, (), None, None))
+    return enter
 
 
 def main_line(name: str | None = None, *, recorder: Recorder | None = None) -> _Enter:

@@ -22,6 +22,7 @@ from loop.errors import UsageError
 FORMAT_VERSION = 2
 _READS = (1, 2)  # version 1 kept run results in the state's meta; they are moved onto the answer turn
 _ZERO = Usage()
+_new = object.__new__
 
 
 class _Node:
@@ -34,8 +35,10 @@ class _Node:
         self.prev = prev
         self.size: int = 1 if prev is None else prev.size + 1
         running = _ZERO if prev is None else prev.usage
-        turn_usage = turn.usage
-        self.usage: Usage = running if turn_usage is None else running + turn_usage
+        for part in turn.parts:  # ``turn.usage`` added on, without the property's call: a node per turn
+            if type(part) is Usage:
+                running = running + part
+        self.usage: Usage = running
         self.turns: tuple[Turn, ...] | None = None  # filled on first read of State.turns
 
 
@@ -75,9 +78,12 @@ class State:
 
     def append_turn(self, turn: Turn) -> State:
         """A new state with ``turn`` added at the end."""
-        if not isinstance(turn, Turn):
+        if type(turn) is not Turn and not isinstance(turn, Turn):
             raise UsageError(f"append_turn takes a Turn, got {turn!r}")
-        return State._make(_Node(turn, self._node), self._meta)
+        state = _new(State)  # ``_make``, inline: every turn of every step is appended here
+        state._node = _Node(turn, self._node)
+        state._meta = self._meta
+        return state
 
     def with_meta(self, updates: Mapping[str, Any] | None = None, /, **more: Any) -> State:
         """A new state whose ``meta`` has ``updates`` merged in; a value of ``None`` removes the key."""
@@ -244,12 +250,15 @@ class State:
     def outcome(self) -> Outcome | None:
         """How the run that wrote the last answer ended; ``None`` when no run recorded one, or when a user
         turn follows the last assistant turn (that message has no answer yet)."""
-        for turn in self.reversed():
+        node = self._node
+        while node is not None:  # ``reversed()``, without a generator: patterns ask after every turn
+            turn = node.turn
             role = turn.role
             if role is Role.ASSISTANT:
                 return outcome_of_meta(turn.meta)
             if role is Role.USER:
                 return None
+            node = node.prev
         return None
 
     @property

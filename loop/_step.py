@@ -11,17 +11,18 @@ import attrs
 
 from loop._spend import _TURNS, Spend, charge_usage, exhausted_error, reserve
 from loop._events import EventBus, TurnCompleted, TurnFailed, TurnStarted
+from loop._accumulate import Accumulator
 from loop._executor import Transform, has, provider_info
 from loop._outcome import PENDING
 from loop._parts import Part, Role, ToolCall, ToolResult, Usage
 from loop._pipeline import CANCELLED, ToolPipeline, error_result
 from loop._protocols import Options, Provider, ProviderInfo, Request, ToolSpec
-from loop._respond import stream_choices, stream_turn
+from loop._respond import stream, stream_choices
 from loop._sample import sample_states
 from loop._scope import Recorder, RunScope, current_scope, current_task
 from loop._state import State
 from loop._tools import Tool
-from loop._turn import Turn
+from loop._turn import EMPTY, Turn, trusted_turn
 from loop.errors import BudgetExhausted, UsageError
 
 _DEFAULT_OPTIONS = Options()  # immutable, so every step without options can share it
@@ -157,13 +158,15 @@ class Step:
     ) -> State:
         """Append a turn that did not come from the model (spoken by ``name`` when given), and publish it; on
         the main line it is recorded (see ``loop.main_line``)."""
-        turn = Turn(role, parts, meta or {}, name)
-        self.events.publish(TurnCompleted(turn))
+        turn = Turn(role, parts, meta or EMPTY, name)
+        bus = self.events
+        if bus._subscribers:
+            bus.publish(TurnCompleted(turn))
         state = state.append_turn(turn)
         scope = current_scope()
         if scope.budgets:
             self._follow(scope, state)
-        recorder = scope.main_recorder
+        recorder = scope.main_recorder if scope.recorder is not None else None
         if recorder is not None:
             await recorder(state)
         return state
@@ -175,19 +178,21 @@ class Step:
         with the state after each turn completes: the model's turn that called tools before they run, the
         results once they ran, or "cancelled" results (shielded) if the turn is cancelled while they run.
         """
-        if not isinstance(state, State):
+        if type(state) is not State and not isinstance(state, State):
             raise UsageError(f"a turn runs on a loop.State, got {state!r}")
         scope = current_scope()
         opts = self._options if scope.options is None else self._options.merge(scope.options)
-        opts = opts.merge(options)
-        if opts.n is not None and opts.n > 1:
-            raise UsageError(f"a turn writes one answer, but its options ask for n={opts.n}; ask Step.sample for "
+        if options is not None:
+            opts = opts.merge(options)
+        n = opts.n
+        if n is not None and n > 1:
+            raise UsageError(f"a turn writes one answer, but its options ask for n={n}; ask Step.sample for "
                              "several")
         budgets = scope.budgets
         external = scope.external if scope.external and scope.on_main_line else ()
         turn, passed = await self._respond(state, opts, scope, self._offered(external) if external else self._specs)
         state = state.append_turn(turn)
-        recorder = scope.main_recorder
+        recorder = scope.main_recorder if scope.recorder is not None else None
         calls = turn.tool_calls
         if not calls or opts.run_tools is False:
             if budgets:
@@ -241,10 +246,10 @@ class Step:
             results = await self._pipeline.run(
                 calls, disabled=opts.tool_choice == "none",
                 on_cancel=functools.partial(self._cancelled, state, recorder, scope, left))
-        tool_turn = Turn(Role.TOOL, results)
+        tool_turn = trusted_turn(Role.TOOL, results)  # the pipeline answers with a tuple of ToolResult
         state = state.append_turn(tool_turn)
         bus = self.events
-        if bus.has_subscribers:
+        if bus._subscribers:
             bus.publish(TurnCompleted(tool_turn))
         if budgets:
             self._follow(scope, state)
@@ -286,40 +291,48 @@ class Step:
         in the scope's budgets, the model shown the view, the response streamed and published, and its usage
         charged. The path of every model call of a step (``turn``, and ``sample``'s one by one); one request
         for several choices goes the same way in ``_respond_choices``."""
-        request = await self._request(state, opts, scope, specs)
+        budgets = scope.budgets
         bus = self.events
-        turn = await stream_turn(self._provider, request, bus)
-        if bus.has_subscribers:
+        if budgets or bus._subscribers:  # else there is nothing to reserve and no one to tell
+            self._start(state, opts, scope)
+        if self._async_view:
+            view = await self.view(state)
+        else:
+            view = self._view(state) if self._transforms else state
+        acc = Accumulator()
+        await stream(self._provider, Request(view.turns, specs, opts, scope.path), bus, acc.add, acc)
+        turn = acc.turn(opts.model)
+        if bus._subscribers:
             bus.publish(TurnCompleted(turn))
         passed: Spend | None = None
-        if scope.budgets:
+        if budgets:
             usage = turn.usage
             if usage is not None:
-                passed = charge_usage(scope.budgets, usage, turn.meta.get("model") or self._model(opts), scope.path)
+                passed = charge_usage(budgets, usage, turn.meta.get("model") or self._model(opts), scope.path)
         return turn, passed
 
     async def _respond_choices(self, state: State, opts: Options, scope: RunScope, n: int) -> list[Turn | None]:
         """``n`` choices of the model's turn on ``state`` from one request (``None`` for a choice the provider
         never sent), reserved as one turn, published, and their usage charged once: the prompt is paid once."""
-        request = await self._request(state, attrs.evolve(opts, n=n), scope, self._specs)
-        got = await stream_choices(self._provider, request, self.events, n)
+        opts = attrs.evolve(opts, n=n)
+        self._start(state, opts, scope)
+        view = await self.view(state) if self._async_view else self._view(state)
+        got = await stream_choices(self._provider, Request(view.turns, self._specs, opts, scope.path), self.events, n)
         if scope.budgets:
             usage = sum((t.usage for t in got if t is not None and t.usage is not None), Usage())
             model = next((t.meta.get("model") for t in got if t is not None and t.meta.get("model")), None)
             charge_usage(scope.budgets, usage, model or self._model(opts), scope.path)
         return got
 
-    async def _request(self, state: State, opts: Options, scope: RunScope, specs: tuple[ToolSpec, ...]) -> Request:
-        """The request for a model call on ``state``, once the call is reserved in the scope's budgets (which
-        raises when one has no turn left) and ``TurnStarted`` published: the model is shown the view."""
+    def _start(self, state: State, opts: Options, scope: RunScope) -> None:
+        """Before a model call on ``state``: reserve it in the scope's budgets (which raises when one has no turn
+        left), then publish ``TurnStarted``; the model is shown the view after."""
         budgets = scope.budgets
         if budgets:
             self._reserve_turn(budgets, scope, state, opts)
         bus = self.events
-        if bus.has_subscribers:
+        if bus._subscribers:
             bus.publish(TurnStarted(len(state)))
-        view = await self.view(state) if self._async_view else self._view(state)
-        return Request(view.turns, specs, opts, scope.path)
 
     def _model(self, opts: Options) -> str | None:
         return opts.model or provider_info(self._provider).model

@@ -96,15 +96,15 @@ class Turn:
     @property
     def text(self) -> str:
         """The turn's ``Text`` parts joined; empty when it has none."""
-        return "".join(p.text for p in self.parts if type(p) is Text)
+        return "".join([p.text for p in self.parts if type(p) is Text])  # a list: quicker than a generator
 
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
-        return tuple(p for p in self.parts if type(p) is ToolCall)
+        return tuple([p for p in self.parts if type(p) is ToolCall])
 
     @property
     def tool_results(self) -> tuple[ToolResult, ...]:
-        return tuple(p for p in self.parts if type(p) is ToolResult)
+        return tuple([p for p in self.parts if type(p) is ToolResult])
 
     @property
     def usage(self) -> Usage | None:
@@ -144,3 +144,20 @@ class Turn:
             raise UsageError(f"{where}: 'name' must be a non-empty string")
         parts = tuple(part_from_dict(p, where=f"{where}, part {i}") for i, p in enumerate(raw_parts))
         return cls(role, parts, meta, name)
+
+
+# The slots of a turn, set past the frozen guard (as the constructor does).
+_SET_ROLE, _SET_PARTS, _SET_META, _SET_NAME = (Turn.__dict__[field].__set__
+                                               for field in ("role", "parts", "meta", "name"))
+
+
+def trusted_turn(role: Role, parts: tuple[Part, ...], meta: Mapping[str, Any] = EMPTY) -> Turn:
+    """A turn of parts and meta its maker built as the constructor would leave them (a ``Role``, a tuple of
+    loop parts, a read-only meta, no name), made without running the constructor's checks again: the turns a
+    step builds on every model call and tool call."""
+    turn = object.__new__(Turn)
+    _SET_ROLE(turn, role)
+    _SET_PARTS(turn, parts)
+    _SET_META(turn, meta)
+    _SET_NAME(turn, None)
+    return turn

@@ -88,12 +88,7 @@ _ENV_PROVIDER = "OTEL_PYTHON_TRACER_PROVIDER"
 _environ_data: Any = getattr(os.environ, "_data", None)
 _environ_key: Any = os.environ.encodekey(_ENV_PROVIDER) if _environ_data is not None else None
 _UNKNOWN = object()
-
-
-def _no_global_provider() -> bool:
-    """Whether OpenTelemetry's global provider is certainly the proxy (nothing installed, nothing to load)."""
-    return (getattr(trace, "_TRACER_PROVIDER", _UNKNOWN) is None and _environ_data is not None
-            and _environ_key not in _environ_data)
+_PEEKS = getattr(trace, "_TRACER_PROVIDER", _UNKNOWN) is not _UNKNOWN and _environ_data is not None  # both there
 
 
 def current_tracer() -> trace.Tracer | None:
@@ -103,7 +98,8 @@ def current_tracer() -> trace.Tracer | None:
         return _chosen[0]
     if _global is not None:
         return _global
-    if _no_global_provider():
+    # OpenTelemetry's global provider is certainly the proxy: nothing installed, nothing to load.
+    if _PEEKS and trace._TRACER_PROVIDER is None and _environ_key not in _environ_data:
         return None
     provider = trace.get_tracer_provider()
     if isinstance(provider, _NOOP_PROVIDERS):

@@ -6,6 +6,7 @@ paths of everything above them run exactly as they do against a real model.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import itertools
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
@@ -14,12 +15,15 @@ from typing import Any, Union
 import anyio.lowlevel
 import attrs
 
-from loop import Delta, DeltaStream, Finish, ProviderInfo, Request, TextDelta, UsageError
+from loop import (Delta, DeltaStream, Finish, ProviderInfo, Reasoning, Request, Text, TextDelta, ToolCall,
+                  ToolCallDelta, Usage, UsageError)
 from loop.checks import positive_int
 from loop.errors import ScriptExhausted
 from provider._replies import Reply, ReplyPart, check_reply, chunks, interleave, reply_deltas
 
 _STOP = Finish("stop")  # deltas are immutable, so every plain-text reply can end with the same one
+_TOOL_CALLS = Finish("tool_calls")
+_PLAIN = frozenset({str, Text, Reasoning, ToolCall, Usage})  # replies taken as they are (exact types)
 ReplyFunction = Callable[[Request], Union[Reply, Awaitable[Reply], AsyncIterator[Delta]]]
 
 
@@ -182,27 +186,48 @@ class Function:
 
     async def _respond(self, request: Request) -> AsyncGenerator[Delta, None]:
         reply: Any = self._fn(request)
-        waited = inspect.isawaitable(reply)
-        if waited:
-            reply = await reply
-        if isinstance(reply, AsyncIterator):
-            try:
-                async for delta in reply:
-                    yield delta
-            finally:
-                await _close(reply)
-            return
-        if type(reply) is str:
+        kind = type(reply)
+        waited = False
+        if kind not in _PLAIN:  # a string or a part is neither awaitable nor an async iterator
+            waited = inspect.isawaitable(reply)
+            if waited:
+                reply = await reply
+                kind = type(reply)
+            if isinstance(reply, AsyncIterator):
+                try:
+                    async for delta in reply:
+                        yield delta
+                finally:
+                    await _close(reply)
+                return
+        if kind is str:
             # The usual reply, streamed as ``reply_deltas`` would stream its Text part, without building it.
             for piece in chunks(reply, self._chunk):
                 yield TextDelta(piece)
             yield _STOP
+        elif kind is ToolCall:
+            # The other usual reply, one call, streamed as ``reply_deltas`` streams it: a header with the first
+            # half of the arguments, the rest, then the finish.
+            arguments = reply.arguments
+            half = len(arguments) // 2
+            yield ToolCallDelta(0, reply.id or f"call_{next(self._ids)}", reply.name, arguments[:half])
+            if arguments[half:]:
+                yield ToolCallDelta(0, None, None, arguments[half:])
+            yield _TOOL_CALLS
         else:
-            for delta in reply_deltas(self._parts(reply), self._ids, self._chunk):
+            # One part is the reply ``check_reply`` would make of it; anything else is checked there.
+            parts = (reply,) if kind in _PLAIN else self._parts(reply)
+            for delta in reply_deltas(parts, self._ids, self._chunk):
                 yield delta
         if not waited:
-            # A sync function never gave the event loop a turn; yield once so a consumer can be cancelled.
-            await anyio.lowlevel.checkpoint()
+            # A sync function never gave the event loop a turn; yield once so a consumer can be cancelled. On
+            # asyncio that is anyio's checkpoint exactly (``sleep(0)``), without asking anyio which loop runs.
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                await anyio.lowlevel.checkpoint()
+            else:
+                await asyncio.sleep(0)
 
     async def _choices(self, request: Request, n: int) -> AsyncGenerator[Delta, None]:
         streams: list[list[Delta]] = []

@@ -173,3 +173,53 @@ def test_request_carries_the_run_path_last() -> None:
     request = Request((), (), Options(), "SelfConsistency/sample 3/ReAct")
     assert request.path == "SelfConsistency/sample 3/ReAct"
     assert [f.name for f in attrs.fields(Request)][-1] == "path"
+
+
+# -- what merge and construction keep while costing less -----------------------------------------------------------
+
+_SETTINGS: dict[str, Any] = {"model": "m", "temperature": 0.5, "max_tokens": 9, "tool_choice": "none",
+                             "output_schema": {"type": "object"}, "stop": ("END",), "n": 2, "seed": 4, "top_p": 0.5,
+                             "reasoning_effort": "low", "extra": {"k": 1}, "run_tools": False}
+
+
+@pytest.mark.parametrize("ours", [(), ("model", "temperature"), ("stop", "extra", "run_tools"), tuple(_SETTINGS)])
+@pytest.mark.parametrize("theirs", [("model",), ("temperature", "n", "extra"), ("output_schema", "seed"),
+                                    tuple(_SETTINGS)])
+def test_merge_is_the_field_by_field_rule(ours: tuple[str, ...], theirs: tuple[str, ...]) -> None:
+    mine = Options(**{name: _SETTINGS[name] for name in ours})
+    other = {"model": "other", "temperature": 1.5, "max_tokens": 3, "tool_choice": "auto", "output_schema": {},
+             "stop": ("X",), "n": 3, "seed": 5, "top_p": 0.25, "reasoning_effort": "high", "extra": {},
+             "run_tools": True}
+    given = Options(**{name: other[name] for name in theirs})
+    merged = mine.merge(given)
+    expected = {f.name: getattr(given if getattr(given, f.name) is not None else mine, f.name)
+                for f in attrs.fields(Options)}
+    assert merged == Options(**expected) and hash(merged) == hash(Options(**expected))
+    assert type(merged) is Options
+    assert mine == Options(**{name: _SETTINGS[name] for name in ours}), "merge changed the options it merged into"
+
+
+def test_merge_into_options_that_set_nothing_is_the_override() -> None:
+    given = Options(temperature=0.3, output_schema={"type": "object"})
+    assert Options().merge(given) is given
+
+
+def test_merge_of_something_else_than_options_checks_what_it_takes() -> None:
+    override = type("Like", (), {f.name: None for f in attrs.fields(Options)})()
+    override.temperature = 7  # type: ignore[attr-defined]
+    with pytest.raises(UsageError, match="temperature must be a number from 0 to 2"):
+        Options().merge(override)
+    override.temperature = 0.5  # type: ignore[attr-defined]
+    merged = Options(model="m").merge(override)
+    assert merged == Options(model="m", temperature=0.5) and type(merged) is Options
+
+
+def test_fields_are_checked_in_field_order_on_construction_and_evolve() -> None:
+    with pytest.raises(UsageError, match="temperature"):
+        Options(temperature=5, max_tokens=0, n=0)
+    with pytest.raises(UsageError, match="max_tokens must be a positive integer or None"):
+        Options(max_tokens=0, n=0)
+    with pytest.raises(UsageError, match="n \\(how many choices to return\\) must be a positive integer"):
+        attrs.evolve(Options(model="m"), n=0)
+    with pytest.raises(UsageError, match="run_tools must be True, False or None"):
+        attrs.evolve(Options(), run_tools="yes")

@@ -56,6 +56,31 @@ async def test_branch_is_not_the_main_line() -> None:
         assert loop.current_scope().on_main_line
 
 
+async def test_a_branch_keeps_the_budgets_and_options_and_drops_what_only_the_main_line_has() -> None:
+    spend = loop.Spend(None)
+    schema = {"type": "object"}
+    recorder = Recorder()
+    spec = loop.ToolSpec("theirs", "the caller's", {"type": "object"})
+    with loop.main_line(recorder=recorder), loop.charging(spend), loop.turn_options(loop.Options(seed=3)), \
+            loop.external_tools([spec]), loop.typed_answer(schema):
+        outer = loop.current_scope()
+        with loop.branch("b 1") as here, loop.scope("Inner") as inner:
+            assert type(here) is loop.RunScope
+            assert (here.path, here.budgets, here.options) == ("b 1", (spend,), loop.Options(seed=3))
+            assert (here.external, here.recorder, here.answer) == ((), None, None)
+            assert here.line is not outer.line and not here.line.main and here.task is not None
+            assert inner == here._replace(path="b 1/Inner") and type(inner) is loop.RunScope
+        with loop.scope("Outer") as scoped:
+            assert scoped == outer._replace(path="Outer") and type(scoped) is loop.RunScope
+    with loop.branch("b 2") as first, loop.branch("c") as second:
+        assert second.path == "b 2/c" and second.line is not first.line
+
+
+class Recorder:
+    async def __call__(self, state: State) -> None:
+        pass
+
+
 async def test_main_line_keeps_or_extends_the_path() -> None:
     with loop.scope("Session"):
         with loop.main_line() as same:

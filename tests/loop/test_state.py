@@ -171,6 +171,13 @@ def test_usage_sums_usage_parts_across_turns() -> None:
     assert state.append(Role.USER, Text("x")).usage == Usage(30, 12, 4, 0)
 
 
+def test_usage_adds_every_usage_part_of_a_turn_and_keeps_an_estimate_marked() -> None:
+    turn = Turn(Role.ASSISTANT, (Usage(1, 2), Text("a"), Usage(3, 4, estimated=True)))
+    state = State().append(Role.USER, Text("q")).append_turn(turn)
+    assert state.usage == turn.usage == Usage(4, 6, estimated=True)
+    assert State([turn, turn]).usage == Usage(8, 12, estimated=True)
+
+
 def test_equality() -> None:
     assert State() == State()
     assert chat() == chat()

@@ -19,6 +19,8 @@ from loop import (
     TextDelta,
     ToolCall,
     ToolCallDelta,
+    ToolResult,
+    Turn,
     TurnExecutor,
     TurnFailed,
     Usage,
@@ -277,3 +279,62 @@ async def test_a_provider_stream_that_cannot_be_closed_is_named() -> None:
 
     with pytest.raises(UsageError, match=r"cannot be closed \(no aclose\(\)\).*loop.DeltaStream"):
         await Step(Provider()).turn(State().append(Role.USER, Text("hi")))
+
+
+async def test_a_stream_that_is_not_an_async_generator_is_closed_once_it_ends() -> None:
+    class Stream:
+        closed = 0
+
+        def __init__(self) -> None:
+            self.items = iter([TextDelta("hi"), Finish("stop")])
+
+        def __aiter__(self) -> "Stream":
+            return self
+
+        async def __anext__(self) -> Any:
+            try:
+                return next(self.items)
+            except StopIteration:
+                raise StopAsyncIteration from None
+
+        async def aclose(self) -> None:
+            Stream.closed += 1
+
+    class Provider:
+        def stream(self, request: object) -> Stream:
+            return Stream()
+
+    state = await Step(Provider()).turn(START)
+    assert state.answer == "hi" and Stream.closed == 1
+
+
+async def test_a_subscriber_that_joins_mid_stream_gets_the_deltas_after_it_joined() -> None:
+    bus = EventBus()
+    joined: list[Any] = []
+
+    async def stream(request: Request) -> AsyncIterator[Any]:
+        yield TextDelta("before ")
+        joined.append(bus.subscribe())
+        yield TextDelta("after")
+        yield Finish("stop")
+
+    state = await Step(Function(stream), events=bus).turn(START)
+    assert state.answer == "before after"
+    got = joined[0].drain()
+    assert got[:2] == [TextDelta("after"), Finish("stop")]
+    assert [type(e).__name__ for e in got[2:]] == ["TurnCompleted"]
+
+
+async def test_the_turns_a_step_builds_are_the_turns_the_constructor_makes() -> None:
+    reply = ["I'll look.", ToolCall("c1", "echo", '{"text": "x"}'), Usage(5, 2)]
+    state = await Step(Scripted([reply, "done"]), tools=[echo]).turn(START)
+    assistant, results = state[1], state[2]
+    assert assistant == Turn(Role.ASSISTANT, (Text("I'll look."), ToolCall("c1", "echo", '{"text": "x"}'), Usage(5, 2)))
+    assert results == Turn(Role.TOOL, (ToolResult("c1", "echo", "x"),))
+    assert dict(assistant.meta) == {"finish_reason": "tool_calls"} and results.meta == {}
+    assert hash(assistant) == hash(Turn(Role.ASSISTANT, assistant.parts)) and assistant.name is None
+    for turn in (assistant, results):
+        assert type(turn.parts) is tuple and turn.role in Role
+        with pytest.raises(TypeError):
+            turn.meta["kind"] = "x"  # type: ignore[index]
+    assert state.usage == Usage(5, 2)

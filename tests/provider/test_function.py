@@ -1,6 +1,7 @@
 """``Function``: a Python function as a provider, sync, async, or streaming its own deltas."""
 
 import functools
+import itertools
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -12,12 +13,14 @@ from loop import (
     Delta,
     Finish,
     Options,
+    Reasoning,
     Request,
     Role,
     State,
     Step,
     Text,
     TextDelta,
+    ToolCall,
     ToolCallDelta,
     Usage,
     UsageDelta,
@@ -27,6 +30,7 @@ from loop import (
 )
 from loop.errors import ProviderError
 from provider import Function, Scripted, tool_call
+from provider._replies import check_reply, reply_deltas
 from tests.provider.streams import REQUEST, collect
 
 
@@ -133,6 +137,42 @@ async def test_tool_calls_without_an_id_get_unique_ids_across_responses() -> Non
     p = Function(lambda request: [tool_call("a"), tool_call("b")])
     ids = [d.id for _ in range(2) for d in await collect(p) if type(d) is ToolCallDelta and d.id]
     assert len(ids) == 4 and len(set(ids)) == 4
+
+
+@pytest.mark.parametrize("reply", [
+    "", "short", "a reply longer than one chunk of text", tool_call("lookup", {"q": "x"}, id="c1"),
+    tool_call("lookup", {"q": "x"}), tool_call("ping", "", id="c2"), ToolCall("c3", "f", "{"), Text("a part"),
+    Reasoning("thinking", "sig"), Usage(3, 4), ["text", tool_call("a")], (tool_call("a"), tool_call("b")),
+])
+async def test_a_reply_streams_the_deltas_reply_deltas_makes_of_it(reply: Any) -> None:
+    parts = check_reply(reply, "reply")
+    assert not isinstance(parts, BaseException)
+    for fn in (lambda request: reply, functools.partial(_later, reply)):  # taken at once, and awaited
+        assert await collect(Function(fn, chunk_size=8)) == reply_deltas(parts, itertools.count(), 8)
+
+
+async def _later(reply: Any, request: Request) -> Any:
+    return reply
+
+
+async def test_a_sync_function_gives_the_event_loop_a_turn_per_reply() -> None:
+    ran: list[str] = []
+
+    async def beside() -> None:
+        ran.append("the other task")
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(beside)
+        assert await collect(Function(lambda request: tool_call("f"))) != []
+        assert ran == ["the other task"], "the reply was streamed without the event loop running anything else"
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])  # each has its own way to yield
+async def test_a_cancelled_consumer_of_a_sync_function_is_interrupted(anyio_backend: str) -> None:
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await collect(Function(lambda request: "hi"))
+    assert scope.cancelled_caught, "the stream never gave the cancellation a chance to arrive"
 
 
 @pytest.mark.parametrize("fn", [None, "reply", 3])
