@@ -9,9 +9,9 @@ import attrs
 
 from cognitive._kinds import PatternKind
 from cognitive._pattern import Pattern, check_prompt, check_start, left_open
-from cognitive.planning._stages import NOTES, Act, Synthesize, Think, work_notes, write_notes
-from loop import (Deriver, Role, State, Text, ToolRunner, TurnRunner, UsageError, add_turn, ask, branch, has, offer,
-                  require, scope, tracing)
+from cognitive.planning._stages import Act, Synthesize, Think, offer_notes, write_notes
+from loop import (Deriver, Role, State, Text, ToolRunner, TurnRunner, UsageError, add_turn, ask, branch, has, require,
+                  scope, tracing)
 from loop.checks import positive_int
 from loop.errors import VerificationFailed
 
@@ -188,7 +188,7 @@ class Autonomous:
                 if outcome is not None and not outcome.ok:
                     problems.append(f"step {number} ({stage.name!r}) ended {outcome.status}: {outcome.reason}")
                 working = done
-                offer(_notes(start, working))  # a budget that runs out answers from the work done
+                offer_notes(start, working)  # a budget that runs out answers from the work done
             else:
                 problems.append(f"Autonomous took max_steps={self.max_steps} steps without choosing to answer; "
                                 f"{answering.name!r} answered from the work done")
@@ -230,13 +230,6 @@ async def _work(stage: _Named, working: State, reason: str, tool: str | None) ->
     if tool is not None:
         subgoal = f"{subgoal} (use the tool {tool})"
     return await stage.act(working, subgoal)
-
-
-def _notes(start: State, working: State) -> State:
-    """The conversation with the notes of the work, as ``write_notes`` writes them (appended, not submitted:
-    it is only offered)."""
-    return start.append(Role.SYSTEM, Text(NOTES.format(notes=work_notes(start, working))),
-                        meta={"kind": PatternKind.WORK_NOTES})
 
 
 def _tools(stage: _Named) -> tuple[str, ...]:

@@ -10,11 +10,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from cognitive._kinds import PatternKind
 from cognitive._pattern import check_prompt, check_start
-from cognitive.planning._stages import (ACT, NOTES, OBSERVE, PLAN, REFLECT, SYNTHESIZE, THINK, Act, Next, Plan,
-                                        Reflect, Steps, Synthesize, Think, work_notes, write_notes)
-from loop import Role, State, Text, TurnRunner, branch, current_scope, offer, require, scope, tracing
+from cognitive.planning._stages import (ACT, OBSERVE, PLAN, REFLECT, SYNTHESIZE, THINK, Act, Next, Plan, Reflect,
+                                        Synthesize, Think, offer_notes, write_notes)
+from loop import State, TurnRunner, branch, require, scope, tracing
 from loop.checks import non_negative_int, positive_int
 from loop.errors import VerificationFailed
 
@@ -53,18 +52,8 @@ class _Run:
         self.offer()
 
     def offer(self) -> None:
-        """Offer the work so far to the run's budgets, as notes on the conversation, so that one running out
-        answers from it (``WithBudget`` writes the answer from a candidate that does not end in one)."""
-        if current_scope().budgets:  # building the notes costs a pass over the work: only when a budget reads them
-            offer(self.start.append(Role.SYSTEM, Text(NOTES.format(notes=work_notes(self.start, self.working))),
-                                    meta={"kind": PatternKind.WORK_NOTES}))
-
-    def hand_over(self) -> None:
-        """Withdraw the candidate before the main line takes the work over (its notes, then the answer stage),
-        so that a budget running out from then on answers from the main line, which a session has stored, not
-        from a candidate that would rewrite it: ``WithBudget`` passes over a candidate no longer than the start."""
-        if current_scope().budgets:
-            offer(self.start)
+        """Offer the work so far to the run's budgets, as notes on the conversation (``offer_notes``)."""
+        offer_notes(self.start, self.working)
 
     def data(self) -> dict[str, Any]:
         return {"path": list(self.path), "plans": [list(p) for p in self.plans], "decisions": list(self.decisions),
@@ -102,7 +91,6 @@ class _StageLoop:
             await self._loop(run)
             span.set_attribute(f"{who.lower()}.rounds", run.rounds)
             span.set_attribute(f"{who.lower()}.replans", run.replans)
-            run.hand_over()
             answered = await write_notes(self.step, state, run.working)
             run.path.append(self._answer.name)
             answered = await self._answer.run(answered)

@@ -11,9 +11,9 @@ from cognitive._kinds import PatternKind
 from cognitive._pattern import Pattern, check_prompt, check_start
 from cognitive._registry import build
 from cognitive.everyday._react import ReAct
-from cognitive.planning._stages import ACT, NOTES, PLAN, Plan, Reflect, Synthesize, work_notes, write_notes
-from loop import (Role, State, Text, ToolResult, TurnRunner, UsageError, add_turn, branch, current_scope, offer,
-                  require, scope, tracing)
+from cognitive.planning._stages import ACT, PLAN, Plan, Reflect, Synthesize, offer_notes, write_notes
+from loop import (Role, State, Text, ToolResult, TurnRunner, UsageError, add_turn, branch, require, scope,
+                  tracing)
 from loop.checks import non_negative_int, positive_int
 from loop.errors import VerificationFailed
 
@@ -141,7 +141,6 @@ class PlanAndExecute:
             await work.execute()
             span.set_attribute("plan_and_execute.steps", len(work.done))
             span.set_attribute("plan_and_execute.replans", work.replans)
-            work.hand_over()
             answered = await self._answer.run(await write_notes(self.step, state, work.transcript()))
             data = work.data()
             if work.problems:
@@ -305,18 +304,8 @@ class _Run:
         return state
 
     def _offer(self) -> None:
-        """The notes so far, for a budget that runs out: its answer is then written from them (``WithBudget``
-        writes one from a candidate that does not end in an answer)."""
-        if current_scope().budgets:  # the notes cost a pass over the work: made only when a budget may read them
-            offer(self.start.append(Role.SYSTEM, Text(NOTES.format(notes=work_notes(self.start, self.transcript()))),
-                                    meta={"kind": PatternKind.WORK_NOTES}))
-
-    def hand_over(self) -> None:
-        """Withdraw the candidate as the main line takes over (the notes, then the answer stage): a budget that
-        runs out from then on answers from what the main line stored, which the candidate would rewrite.
-        ``WithBudget`` passes over a candidate no longer than the run's start."""
-        if current_scope().budgets:
-            offer(self.start)
+        """Offer the work so far to the run's budgets, as notes on the conversation (``offer_notes``)."""
+        offer_notes(self.start, self.transcript())
 
     def data(self) -> dict[str, Any]:
         return {"plans": [list(plan) for plan in self.plans],

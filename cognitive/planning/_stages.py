@@ -19,7 +19,7 @@ import attrs
 from cognitive._kinds import PatternKind
 from cognitive._pattern import answering, check_prompt
 from cognitive.everyday._react import ReAct
-from loop import Options, Role, State, Text, TurnRunner, UsageError, add_turn, ask, require
+from loop import Options, Role, State, Text, TurnRunner, UsageError, add_turn, ask, current_scope, offer, require
 from loop.checks import non_negative_int, positive_int
 from verifier import Verdict
 
@@ -314,3 +314,12 @@ async def write_notes(step: TurnRunner, start: State, working: State, *, prompt:
     prompt = check_prompt("prompt", prompt, "notes")
     return await add_turn(step, start, Role.SYSTEM, Text(prompt.format(notes=work_notes(start, working))),
                           meta={"kind": PatternKind.WORK_NOTES})
+
+
+def offer_notes(start: State, working: State) -> None:
+    """Offer the work so far to the run's budgets (``loop.offer``) as the conversation plus its notes, so that a
+    ``WithBudget`` that runs out writes its answer from what the work found. Nothing is built when no budget
+    could read it (the notes cost a pass over the work)."""
+    if current_scope().budgets:
+        offer(start.append(Role.SYSTEM, Text(NOTES.format(notes=work_notes(start, working))),
+                           meta={"kind": PatternKind.WORK_NOTES}))
