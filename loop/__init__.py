@@ -19,8 +19,8 @@ from loop._argcheck import ArgumentChecker
 from loop._ask import Asked, ask
 from loop._budget import PRICES, Budget, Price, Spent
 from loop._spend import Spend, charge, offer
-from loop._executor import (Deriver, Described, Executor, Publisher, Sampler, ToolRunner, Transform, Viewer, add_turn,
-                            has, provider_info, require)
+from loop._executor import (Closable, Deriver, Described, Executor, Publisher, Sampler, ToolRunner, Transform, Viewer,
+                            add_turn, has, provider_info, require)
 from loop._middleware import TurnMiddleware
 from loop._fanout import BranchResult, as_completed, fan_out
 from loop._outcome import Outcome
@@ -64,6 +64,7 @@ __all__ = [
     "BudgetReport",
     "CANCELLED",
     "Carried",
+    "Closable",
     "Delta",
     "DeltaStream",
     "Deriver",

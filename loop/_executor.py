@@ -100,6 +100,14 @@ class Described(Protocol):
 
 
 @runtime_checkable
+class Closable(Protocol):
+    """Something that holds resources (a provider's HTTP client) until ``aclose`` releases them; a wrapper of one
+    (``provider.Retry``) is ``Closable`` too, closing what it wraps. Closing twice is harmless."""
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
 class Executor(TurnRunner, TurnSubmitter, Sampler, Deriver, Viewer, ToolRunner, Publisher, Protocol):
     """Every ability a pattern may use: one ``turn``, ``submit`` (with a speaker ``name=``), ``sample``,
     ``derive``, the ``view`` with its ``options`` and ``transforms``, the tool ``pipeline`` and the ``events``.

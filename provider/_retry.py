@@ -6,12 +6,12 @@ import math
 import random
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
-from loop import (Delta, DeltaStream, Provider, ProviderInfo, Request, UsageError, charge, provider_info, require,
-                  tracing)
+from loop import (Closable, Delta, DeltaStream, Provider, ProviderInfo, Request, UsageError, charge, has,
+                  provider_info, require, tracing)
 from loop.checks import positive_int
 from loop.errors import ProviderError
 
@@ -60,6 +60,11 @@ class Retry:
         self.max_total = _seconds("max_total", max_total, finite=False)
         self._sleep = sleep
         self._clock = clock
+
+    async def aclose(self) -> None:
+        """Close the provider it wraps, when that one holds anything to close (``loop.Closable``)."""
+        if has(self.inner, Closable):
+            await cast(Closable, self.inner).aclose()
 
     @property
     def info(self) -> ProviderInfo:

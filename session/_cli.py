@@ -10,11 +10,11 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
-from loop import EventBus, LoopError, Provider, UsageError, has, tracing
+from loop import Closable, EventBus, LoopError, Provider, UsageError, has, tracing
 from provider import is_loopback
 from session._collector import tune_collector
 from session._groups import unwrap
@@ -334,10 +334,9 @@ def server_token(given: str | None, host: str, say: Callable[[str], None], from_
 
 async def _close(*resources: object) -> None:
     for resource in resources:
-        close = getattr(resource, "aclose", None)
-        if close is not None:
+        if has(resource, Closable):
             with anyio.CancelScope(shield=True):
-                await close()
+                await cast(Closable, resource).aclose()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

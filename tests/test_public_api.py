@@ -13,7 +13,7 @@ from loop import LoopError
 
 PUBLIC = {
     "loop": [
-        "ArgumentChecker", "Asked", "BranchResult", "Budget", "BudgetReport", "CANCELLED", "Carried", "Delta",
+        "ArgumentChecker", "Asked", "BranchResult", "Budget", "BudgetReport", "CANCELLED", "Carried", "Closable", "Delta",
         "DeltaStream", "Deriver", "Described", "EventBus", "Executor", "EventsDropped", "Finish", "FunctionTool", "LoopError", "Options", "Outcome",
         "OutputType", "PRICES", "Part", "Price", "Provider", "ProviderInfo", "Reasoning", "ReasoningDelta", "Recorder",
         "Publisher", "Request", "Role", "RunScope", "Sampler", "Spend", "Spent", "Stamped", "State", "Step", "Subscription", "Text",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
@@ -17,7 +17,7 @@ from cognitive.bench._report import (compare_escalation, render_table, write_jso
 from cognitive.bench._run import MAX_TOKENS, MAX_TURNS, Report, contenders, default_budget, run_bench
 from cognitive.bench._simulated import simulated_provider
 from cognitive.bench._tasks import CHECKERS, Task, builtin_tasks, load_tasks
-from loop import LoopError, Provider, UsageError, tracing
+from loop import Closable, LoopError, Provider, UsageError, has, tracing
 from provider import Retry, from_spec
 
 DESCRIPTION = """\
@@ -98,9 +98,8 @@ async def _run(args: argparse.Namespace, say: Any) -> Report:
                                budget=default_budget(max_turns=args.max_turns, max_tokens=args.max_tokens),
                                progress=Progress(sys.stderr))
     finally:
-        close = getattr(model, "aclose", None)
-        if close is not None:
-            await close()
+        if has(model, Closable):
+            await cast(Closable, model).aclose()
 
 
 def _single(exc: BaseException) -> LoopError | None:

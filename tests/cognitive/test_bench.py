@@ -21,8 +21,10 @@ from cognitive.bench import (PatternResult, Progress, Report, TaskRun, builtin_t
                              default_budget, reliability, reliability_by_kind, render_table, report_json, run_bench,
                              simulated_provider, write_json, write_png, write_reliability)
 from cognitive.bench._cli import _provider, main, parser
+from cognitive.bench._simulated import SimulatedModel
 from cognitive.wrappers._escalation import escalation
 from loop import Budget, Step, UsageError, tracing
+from provider import Function
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = builtin_tasks(quick=True)
@@ -300,3 +302,19 @@ def test_the_command_line_says_what_is_wrong_and_exits_2(argv: list[str], messag
     assert main(["--quick", *argv]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.startswith(message)
+
+
+def test_the_command_closes_the_provider_it_opened(monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    import cognitive.bench._cli as cli
+
+    closed: list[str] = []
+
+    class Holding(Function):
+        async def aclose(self) -> None:
+            closed.append("closed")
+
+    monkeypatch.setattr(cli, "from_spec", lambda spec: Holding(SimulatedModel()))
+    assert main(["--provider", "openai:stand-in", "--quick", "--patterns", "single-shot"]) == 0
+    assert closed == ["closed"]  # through the Retry the command wraps it in
+    assert "single-shot" in capsys.readouterr().out

@@ -496,3 +496,21 @@ async def test_a_step_turn_fails_with_the_last_error_when_attempts_run_out() -> 
 async def test_retry_keeps_the_provider_contract() -> None:
     # The first call of each fresh provider fails with a 429, so every part of the check goes through a retry.
     await check_provider(lambda: Retry(Scripted([RateLimitError("slow", retry_after=0), *["Hello there."] * 12])))
+
+
+async def test_closing_retry_closes_the_provider_it_wraps_and_a_plain_one_is_fine() -> None:
+    from loop import Closable, has
+
+    class Holding(Function):
+        closed = 0
+
+        async def aclose(self) -> None:
+            self.closed += 1
+
+    inner = Holding(lambda request: "ok")
+    wrapped = Retry(inner)
+    assert has(wrapped, Closable)
+    await wrapped.aclose()
+    await wrapped.aclose()
+    assert inner.closed == 2
+    await Retry(Function(lambda request: "ok")).aclose()  # nothing held: nothing to close, no error
