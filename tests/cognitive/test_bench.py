@@ -315,6 +315,7 @@ def test_the_command_closes_the_provider_it_opened(monkeypatch: pytest.MonkeyPat
             closed.append("closed")
 
     monkeypatch.setattr(cli, "from_spec", lambda spec: Holding(SimulatedModel()))
+    monkeypatch.setattr(tracing, "configure_logging", lambda **_: None)  # leave the test's logging alone
     assert main(["--provider", "openai:stand-in", "--quick", "--patterns", "single-shot"]) == 0
     assert closed == ["closed"]  # through the Retry the command wraps it in
     assert "single-shot" in capsys.readouterr().out
