@@ -18,6 +18,7 @@ from loop._events import (
 from loop._argcheck import ArgumentChecker
 from loop._ask import Asked, ask
 from loop._budget import PRICES, Budget, Price, Spent
+from loop._context import Caller, RunContext, current_run_context, run_context
 from loop._spend import Spend, charge, offer
 from loop._executor import (Closable, Deriver, Described, Executor, Publisher, Sampler, ToolRunner, Transform, Viewer,
                             add_turn, has, provider_info, require)
@@ -63,6 +64,7 @@ __all__ = [
     "Budget",
     "BudgetReport",
     "CANCELLED",
+    "Caller",
     "Carried",
     "Closable",
     "Delta",
@@ -89,6 +91,7 @@ __all__ = [
     "Recorder",
     "Request",
     "Role",
+    "RunContext",
     "RunScope",
     "Sampler",
     "Spend",
@@ -127,14 +130,15 @@ __all__ = [
     "UseTool",
     "Viewer",
     "Wake",
-    "approx_tokens",
     "add_turn",
+    "approx_tokens",
     "as_completed",
     "ask",
     "branch",
     "carry",
     "charge",
     "charging",
+    "current_run_context",
     "current_scope",
     "external_tools",
     "fan_out",
@@ -144,8 +148,9 @@ __all__ = [
     "main_line",
     "offer",
     "provider_info",
-    "require",
     "recording",
+    "require",
+    "run_context",
     "run_path",
     "scope",
     "tool",

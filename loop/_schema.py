@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_typ
 
 import jsonschema
 
+from loop._context import is_run_context
 from loop._records import pydantic_schema, record_fields, record_json, record_kind, refusal
 from loop.errors import UsageError
 
@@ -180,6 +181,8 @@ def function_schema(fn: Callable[..., Any], name: str) -> tuple[str, dict[str, A
             raise UsageError(f"{where}: positional-only parameters cannot be passed by name from JSON")
         if param.name not in hints:
             raise UsageError(f"{where}: has no type annotation (the model needs one to call it)")
+        if is_run_context(hints[param.name]):
+            continue  # the call receives the run's context; the model never sees or sends it
         schema = _noted(type_schema(hints[param.name], where), hints[param.name], docs.get(param.name))
         if param.default is param.empty:
             required.append(param.name)
@@ -199,6 +202,15 @@ def _jsonable(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool, enum.Enum))
 
 
+def context_parameters(fn: Callable[..., Any]) -> tuple[str, ...]:
+    """The parameters of ``fn`` annotated ``RunContext``: each call passes them the run's context."""
+    try:
+        hints = get_type_hints(fn)
+    except Exception:
+        return ()
+    return tuple(key for key, hint in hints.items() if key != "return" and is_run_context(hint))
+
+
 def conversions(fn: Callable[..., Any], name: str) -> dict[str, Callable[[Any], Any]]:
     """For each parameter whose type JSON cannot carry (an enum, a set, a record), how to make it from its JSON
     value. A value a record's class refuses is a ``UsageError`` naming tool ``name``, the argument and why."""
@@ -208,7 +220,7 @@ def conversions(fn: Callable[..., Any], name: str) -> dict[str, Callable[[Any], 
         return {}
     found: dict[str, Callable[[Any], Any]] = {}
     for key, hint in hints.items():
-        if key == "return":
+        if key == "return" or is_run_context(hint):
             continue
         if _mentions_record(hint):
             found[key] = functools.partial(_build_argument, hint, f"tool {name!r}: the argument {key!r}")

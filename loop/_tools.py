@@ -23,7 +23,8 @@ import attrs
 from loop._argcheck import ArgumentChecker, CheckedArguments
 from loop.checks import positive_number
 from loop._protocols import ToolSpec
-from loop._schema import conversions, function_schema, json_value
+from loop._context import current_run_context
+from loop._schema import context_parameters, conversions, function_schema, json_value
 from loop.errors import UsageError
 
 _ASYNC_LIBRARY: contextvars.ContextVar[str | None] | None
@@ -102,6 +103,7 @@ class FunctionTool:
         self._blocking = blocking
         self._schema = parameters
         self._conversions = conversions(fn, tool_name)
+        self._context = context_parameters(fn)  # given the run's context on every call, never by the model
         self._checker: ArgumentChecker | None = None  # made on the first call that needs it
         functools.update_wrapper(self, fn)
 
@@ -117,6 +119,10 @@ class FunctionTool:
             value = kwargs.get(key)
             if value is not None:
                 kwargs[key] = convert(value)
+        if self._context:
+            context = current_run_context()
+            for key in self._context:
+                kwargs[key] = context
         if self._async:
             return await self._fn(**kwargs)
         if not self._blocking:

@@ -13,17 +13,17 @@ from loop import LoopError
 
 PUBLIC = {
     "loop": [
-        "ArgumentChecker", "Asked", "BranchResult", "Budget", "BudgetReport", "CANCELLED", "Carried", "Closable", "Delta",
+        "ArgumentChecker", "Asked", "BranchResult", "Budget", "BudgetReport", "CANCELLED", "Caller", "Carried", "Closable", "Delta",
         "DeltaStream", "Deriver", "Described", "EventBus", "Executor", "EventsDropped", "Finish", "FunctionTool", "LoopError", "Options", "Outcome",
         "OutputType", "PRICES", "Part", "Price", "Provider", "ProviderInfo", "Reasoning", "ReasoningDelta", "Recorder",
-        "Publisher", "Request", "Role", "RunScope", "Sampler", "Spend", "Spent", "Stamped", "State", "Step", "Subscription", "Text",
+        "Publisher", "Request", "Role", "RunContext", "RunScope", "Sampler", "Spend", "Spent", "Stamped", "State", "Step", "Subscription", "Text",
         "TextDelta", "TimedTool", "TokenCounter", "Tool", "ToolCall", "ToolCallDelta", "ToolChoice", "ToolFinished",
         "ToolPipeline", "ToolResult", "ToolRunner", "ToolSpec", "ToolStarted", "Transform", "Turn", "TurnCompleted",
         "TurnExecutor", "TurnFailed", "TurnKind", "TurnMiddleware", "TurnRunner", "TurnStarted", "TurnSubmitter", "Usage",
         "UsageDelta", "UsageError", "UseTool", "Viewer", "Wake", "add_turn", "approx_tokens", "as_completed", "ask", "branch", "carry",
         "charge", "charging", "current_scope", "external_tools", "fan_out",
         "has", "index_tools", "json_default", "main_line", "offer",
-        "provider_info", "recording", "require",
+        "provider_info", "recording", "require", "current_run_context", "run_context",
         "run_path", "scope", "tool",
         "tool_timeout", "turn_options", "typed_answer",
     ],
