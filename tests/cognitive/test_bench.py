@@ -16,7 +16,7 @@ import pytest
 
 import cognitive
 import cognitive.bench as bench
-from cognitive import Escalation, SingleShot, build
+from cognitive import Escalation, build
 from cognitive.bench import (PatternResult, Progress, Report, TaskRun, builtin_tasks, compare_escalation,
                              default_budget, reliability, reliability_by_kind, render_table, report_json, run_bench,
                              simulated_provider, write_json, write_png, write_reliability)
@@ -229,6 +229,16 @@ async def test_escalation_is_compared_with_the_best_single_pattern() -> None:
     # The cheapest adequate rung first: far better than the cheap rung, for a fraction of the voting's tokens.
     assert policy.accuracy > cheap.accuracy + 0.2 and check.token_share < 0.7
     assert report_json(done, escalation=check)["escalation"]["best"] == "self-consistency"
+
+
+@pytest.mark.parametrize("seed, repeat", [(0, 1), (1, 1), (2, 1), (3, 1), (4, 1), (0, 5)])
+def test_the_registry_escalation_meets_its_target_on_five_seeds_and_over_five_repeats(seed: int, repeat: int) -> None:
+    # The documented comparison: at least the best single pattern's accuracy with at most half its tokens.
+    singles = ["single-shot", "self-consistency", "tree-of-thoughts", "deliberate"]
+    done = anyio.run(functools.partial(run_bench, [*singles, "escalation"], builtin_tasks(),
+                                       provider=simulated_provider(seed=seed), repeat=repeat))
+    check = compare_escalation(done)
+    assert check.met, check.summary()
 
 
 def _result(name: str, accuracy: float, tokens: int) -> PatternResult:

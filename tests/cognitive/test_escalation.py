@@ -1,13 +1,17 @@
 """Escalation: the cheapest rung first, one rung up when its answer is not trusted, never down."""
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from cognitive import Escalation, Pattern, ReAct, SelfConsistency, SingleShot, WithBudget, confidence_of
 from cognitive.testing import check_pattern
-from loop import Budget, Request, Role, State, Step, Text, UsageError, tool
+from loop import Budget, Outcome, Request, Role, State, Step, Text, UsageError, tool
 from loop.errors import VerificationFailed
 from provider import Function, tool_call
 
@@ -188,17 +192,152 @@ async def test_it_keeps_the_pattern_contract() -> None:
 
 
 def test_the_registry_builds_the_usual_ladder_from_a_step_alone() -> None:
-    from cognitive import ChainOfThought, TreeOfThoughts, build
+    from cognitive import TreeOfThoughts, build
 
     plain = Step(Function(lambda request: "x"))
     ladder = build("escalation", plain)
-    assert isinstance(ladder, Escalation) and list(ladder.rungs) == ["chain-of-thought", "self-consistency",
-                                                                     "tree-of-thoughts"]
-    assert isinstance(ladder.rungs["chain-of-thought"], ChainOfThought)
-    assert isinstance(ladder.rungs["tree-of-thoughts"], TreeOfThoughts)
+    assert isinstance(ladder, Escalation) and list(ladder.rungs) == ["react", "tree-of-thoughts"]
+    assert isinstance(ladder.rungs["react"], ReAct) and isinstance(ladder.rungs["tree-of-thoughts"], TreeOfThoughts)
+    assert (ladder.agree, ladder.samples, ladder.confidence) == (2, 32, 0.8)
     assert ladder.judge is plain and ladder.tools is None  # a step without tools sends nothing to a tool pattern
     tooled = build("escalation", Step(Function(lambda request: "x"), tools=[lookup]), rungs=["single-shot"],
-                   confidence=0.5)
-    assert list(tooled.rungs) == ["single-shot"] and isinstance(tooled.tools, ReAct) and tooled.confidence == 0.5
+                   confidence=0.5, agree=None)
+    assert isinstance(tooled, Escalation) and list(tooled.rungs) == ["single-shot"]
+    assert isinstance(tooled.tools, ReAct) and tooled.confidence == 0.5
+    assert tooled.agree is None  # answers rated by the step instead
     with pytest.raises(UsageError, match="registry names"):
         build("escalation", plain, rungs="react")
+
+
+def outcome_of(state: State) -> Outcome:
+    assert state.outcome is not None, "the run wrote no outcome"
+    return state.outcome
+
+
+def _rung_requests(model: Model, marker: str) -> list[Request]:
+    return [r for r in model.requests if any(t.text == marker for t in r.turns)]
+
+
+async def test_agreeing_runs_trust_an_answer_with_no_judge_call() -> None:
+    model = Model(answers={"rung a": ["7", "42", "42."]})
+    step = Step(Function(model))
+    state = await Escalation({"a": Marked(step, "rung a"), "b": Marked(step, "rung b")}, judge=step, agree=2,
+                             samples=5).run(ask())
+    assert state.answer == "42" and outcome_of(state).ok  # "42." agrees with "42": answers are normalised
+    assert outcome_of(state).data["Escalation"]["choices"] == [
+        {"rung": "a", "votes": 2, "runs": 3, "source": "agreement", "reason": "trusted"}]
+    runs = _rung_requests(model, "rung a")
+    assert [r.path for r in runs] == ["Escalation/a/SingleShot", "Escalation/a/run 2/SingleShot",
+                                      "Escalation/a/run 3/SingleShot"]
+    assert [r.options.temperature for r in runs] == [None, 0.7, 0.7]  # the runs after the first are hot
+    assert len(model.requests) == 3 and not _rung_requests(model, "rung b")  # no judge, no rung up
+    assert "7" not in [t.text for t in state]  # the runs that lost the vote leave nothing
+
+
+async def test_runs_that_never_agree_go_one_rung_up_and_the_last_takes_the_most_given_answer_degraded() -> None:
+    model = Model(answers={"rung a": ["1", "2", "3"], "rung b": ["5", "6", "6", "7"]})
+    step = Step(Function(model))
+    state = await Escalation({"a": Marked(step, "rung a"), "b": Marked(step, "rung b")}, agree=3,
+                             samples=4).run(ask())
+    assert state.answer == "6" and outcome_of(state).degraded
+    assert "or 3 runs agreeing on it" in outcome_of(state).reason and "2 agreeing of 4 runs" in outcome_of(state).reason
+    choices = outcome_of(state).data["Escalation"]["choices"]
+    assert [(c["rung"], c["votes"], c["runs"], c["reason"]) for c in choices] == [
+        ("a", 1, 4, "not trusted; one rung up"), ("b", 2, 4, "not trusted; the last rung's answer is taken")]
+
+
+async def test_a_round_runs_only_what_could_complete_the_agreement_side_by_side() -> None:
+    paths: list[str] = []
+    both = anyio.Event()
+
+    async def reply(request: Request) -> str:
+        paths.append(request.path)
+        if "/run " in request.path:
+            if sum("/run " in p for p in paths) == 2:
+                both.set()
+            await both.wait()  # returns only once the other run of the round has started too
+        return "42"
+
+    with anyio.fail_after(10):
+        state = await Escalation([SingleShot(Step(Function(reply)))], agree=3, samples=9).run(ask())
+    assert state.answer == "42" and outcome_of(state).data["Escalation"]["choices"][0]["runs"] == 3
+    # one run, then the two that could complete three agreeing, at once
+    assert sorted(paths) == ["Escalation/SingleShot/SingleShot", "Escalation/SingleShot/run 2/SingleShot",
+                             "Escalation/SingleShot/run 3/SingleShot"]
+
+
+async def test_under_agreement_a_rung_that_states_its_confidence_runs_once() -> None:
+    model = Model(answers={"rung ?": ["7", "42", "42", "7", "42"]})
+    step = Step(Function(model))
+    state = await Escalation([SelfConsistency(SingleShot(step), n=5), Marked(step, "rung dear")], confidence=0.6,
+                             agree=2).run(ask())
+    assert state.answer == "42" and len(model.requests) == 5
+    assert outcome_of(state).data["Escalation"]["choices"][0]["source"] == "outcome"
+
+
+async def test_a_later_run_whose_gate_gives_up_gives_no_vote() -> None:
+    class Flaky:
+        def __init__(self, step: Step) -> None:
+            self.step, self.runs = step, 0
+
+        async def run(self, state: State) -> State:
+            self.runs += 1
+            if self.runs == 2:
+                raise VerificationFailed("the check never passed", state=state, results=())
+            return await SingleShot(self.step).run(state)
+
+    step = Step(Function(Model()))
+    flaky = Flaky(step)
+    state = await Escalation([flaky], agree=2, samples=4).run(ask())
+    assert state.answer == "rung ? says 42" and flaky.runs == 3
+    assert outcome_of(state).data["Escalation"]["choices"][0]["votes"] == 2
+
+
+async def test_a_budget_that_runs_out_while_runs_agree_still_ends_in_an_answer() -> None:
+    model = Model(answers={"rung a": [str(n) for n in range(20)]})
+    step = Step(Function(model))
+    state = await WithBudget(Escalation([Marked(step, "rung a"), Marked(step, "rung b")], agree=2, samples=20),
+                             Budget(max_turns=3, name="small")).run(ask())
+    assert state.answer and outcome_of(state).degraded and "small" in outcome_of(state).reason
+    assert not _rung_requests(model, "rung b")
+
+
+async def test_answers_are_compared_by_the_normaliser_given() -> None:
+    model = Model(answers={"rung a": ["The answer is 42", "42"]})
+    step = Step(Function(model))
+    state = await Escalation([Marked(step, "rung a")], agree=2, samples=2,
+                             normalise=lambda text: text.split()[-1]).run(ask())
+    assert state.answer == "The answer is 42" and outcome_of(state).ok
+
+
+@pytest.mark.parametrize("kwargs, problem", [
+    ({"agree": 1}, "2 or more"),
+    ({"agree": 0}, "agree"),
+    ({"agree": 3, "samples": 2}, "at least agree=3"),
+    ({"agree": 2, "temperature": -1}, "temperature"),
+    ({"normalise": "lower"}, "normalise"),
+])
+def test_bad_agreement_settings_are_refused_naming_the_problem(kwargs: dict[str, Any], problem: str) -> None:
+    step = Step(Function(lambda r: "x"))
+    with pytest.raises(UsageError, match=problem):
+        Escalation({"a": SingleShot(step)}, **kwargs)
+
+
+async def test_it_keeps_the_pattern_contract_when_runs_must_agree() -> None:
+    await check_pattern(lambda step: Escalation([SingleShot(step), SingleShot(step)], agree=2, samples=3))
+
+
+def test_the_example_runs_offline_and_settles_each_task_by_agreement_or_tools() -> None:
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "examples/escalation.py"], cwd=root, capture_output=True, text=True,
+                          timeout=120, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root)})
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines()]
+    assert [row[0] for row in rows] == ["arithmetic-1", "arithmetic-2", "game24-1", "game24-2", "lookup-1",
+                                        "lookup-2"]
+    for row in rows:
+        if row[0].startswith("lookup"):
+            assert row[1:6] == ["tools", "the", "request", "needs", "tools"], row
+        else:  # two runs agreed, each run one call
+            assert row[1:3] == ["react", "2"] and row[3:7] == ["of", row[4], "runs", "agreed"] and row[4] == row[7]
+    assert sum(row[-1] == "right" for row in rows) >= 5, done.stdout
