@@ -11,6 +11,7 @@ a plain attempt at a Game of 24 puzzle is right about one time in four) over the
 prints for each task the rung that answered, the evidence, and whether the answer is right.
 
     python examples/escalation.py
+    python -m session chat examples.escalation:make_agent     # ask it yourself: "Make 24 from 4 7 8 8"
 """
 
 from __future__ import annotations
@@ -20,8 +21,23 @@ from typing import Any
 import anyio
 
 import cognitive
+from cognitive import Pattern
 from cognitive.bench import builtin_tasks, simulated_provider
-from loop import Budget, Spend, Step, charging
+from loop import Budget, Spend, Step, TurnExecutor, charging
+from provider import Function
+
+
+TOOLS = next(task.tools for task in builtin_tasks(quick=True) if task.tools)  # the lookup tasks' tool
+
+
+def make_agent(step: TurnExecutor) -> Pattern:
+    """The registry's escalation ladder, as ``python -m session chat/serve`` serve it."""
+    return cognitive.build("escalation", step)
+
+
+def demo_provider() -> Function:
+    """The benchmark's simulated model: it never sees an answer key."""
+    return simulated_provider(seed=0)
 
 
 def evidence(choice: dict[str, Any]) -> str:
@@ -33,9 +49,9 @@ def evidence(choice: dict[str, Any]) -> str:
 
 
 async def main() -> None:
-    model = simulated_provider(seed=0)
+    model = demo_provider()
     for task in builtin_tasks(quick=True):
-        agent = cognitive.build("escalation", Step(model, tools=task.tools))
+        agent = make_agent(Step(model, tools=task.tools))
         spent = Spend(Budget(name="tally"))
         with charging(spent):
             state = await agent.run(task.question)
