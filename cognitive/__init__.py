@@ -15,6 +15,7 @@ from cognitive.context._reuse import ReuseResults
 from cognitive.context._summarize import FromLastCompaction, Summarize
 from cognitive.context._tokens import tiktoken_counter
 from cognitive.context._window import FitToWindow, SlidingWindow, TruncateToolResults
+from cognitive.everyday._agent_tool import AgentTool
 from cognitive.everyday._chain import Chain, Stage
 from cognitive.everyday._code_action import CodeAction
 from cognitive.everyday._consistency import SelfConsistency, normalise_answer
@@ -53,6 +54,7 @@ import cognitive._catalogue  # noqa: E402,F401  (registers the built-in patterns
 
 __all__ = [
     "Act",
+    "AgentTool",
     "Aggregate",
     "AutoContext",
     "Autonomous",

@@ -44,7 +44,7 @@ PUBLIC = {
         "Verdict", "Verifier", "build_report", "check_verifiers", "failed", "passed", "run_all",
     ],
     "cognitive": [
-        "Act", "Aggregate", "AutoContext", "Autonomous", "Chain", "ChainOfThought", "CheckSources", "Checkpoints",
+        "Act", "AgentTool", "Aggregate", "AutoContext", "Autonomous", "Chain", "ChainOfThought", "CheckSources", "Checkpoints",
         "CodeAction", "Critic", "Criticize", "Critique", "Debate", "Decided", "Deliberate", "Escalation", "FileCheckpoints",
         "FitToWindow", "FromLastCompaction", "Generate", "GraphOfThoughts", "Judge", "KeepBest", "Ledger", "MCTS",
         "Managed", "MemoryCheckpoints", "Next", "Node", "Operation", "PEOATR", "Pattern", "PatternFactory", "PatternKind",
