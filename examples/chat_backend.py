@@ -2,7 +2,7 @@
 
     python examples/chat_backend.py --port 8000 --token change-me
 
-Clients open sessions, post messages and follow a resumable SSE event stream (see the README), or talk to
+Clients open sessions, post messages and follow a resumable SSE event stream (see the HTTP API page of the guide, examples/guide/pages/http.md), or talk to
 the agent with any OpenAI client at http://127.0.0.1:8000/v1. Without OPENAI_API_KEY / OPENAI_BASE_URL the
 model is a small offline stand-in that looks up the weather with the tool and answers from the result.
 """

@@ -1,6 +1,6 @@
 """Run every benchmark in one process and print one table.
 
-    python -m tests.benchmarks              # the full suite (about 6 s)
+    python -m tests.benchmarks              # the full suite (one to two minutes)
     python -m tests.benchmarks --quick      # tiny sizes: proves the code runs, figures mean little
     python -m tests.benchmarks --only turn,state
     python -m tests.benchmarks --profile    # cProfile of benchmark (a), top functions by own time

@@ -4,7 +4,6 @@ server, a served agent) run here in a child process, printing what the README sa
 
 import builtins
 import os
-import re
 import subprocess
 import sys
 import symtable
@@ -13,10 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.examples import ROOT
+from tests.examples.docs import PYTHON_BLOCKS as BLOCKS
 from tests.sandbox.docker_env import require_docker
-
-README = (ROOT / "README.md").read_text()
-BLOCKS = re.findall(r"```python\n(.*?)```", README, flags=re.S)
 
 
 def _undefined(code: str) -> set[str]:

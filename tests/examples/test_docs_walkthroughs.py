@@ -1,89 +1,27 @@
-"""The README's command-line walkthroughs, run word for word: serve + curl + the OpenAI client, and the terminal chat.
+"""The guide's command-line walkthroughs, run word for word: serve + curl + the OpenAI client (http.md and
+openai-api.md), and the terminal chat (sessions.md).
 
-The commands are taken from README.md by their content and run through ``bash -c`` as a user would type them.
-Each child runs in a temporary working directory (the default store is an SQLite file there, kept out of the
-repository), with ``PYTHONPATH`` naming the repository (as running from the clone would) and this interpreter
-first on ``PATH`` (so ``python`` is the one under test). The only change to the commands' words is the serve
-walkthrough's port, described in its test.
+The commands are taken from the pages by their content and run through ``bash -c`` as a user would type them
+(``tests.examples.shell``). Each child runs in a temporary working directory (the default store is an SQLite
+file there, kept out of the repository), with ``PYTHONPATH`` naming the repository (as running from the clone
+would) and this interpreter first on ``PATH`` (so ``python`` is the one under test). The only change to the
+commands' words is the serve walkthrough's port, described in its test. The other shell blocks of the
+documentation are run by test_docs_shell.py.
 """
 
 import json
-import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import anyio
-import anyio.abc
-import httpx
 import pytest
 
-from tests.examples import ROOT
-
-README = (ROOT / "README.md").read_text()
-SH_BLOCKS = re.findall(r"```sh\n(.*?)```", README, flags=re.S)
-PYTHON_BLOCKS = re.findall(r"```python\n(.*?)```", README, flags=re.S)
-
-
-def _block(blocks: list[str], marker: str) -> str:
-    found = [b for b in blocks if marker in b]
-    assert len(found) == 1, f"expected one README block containing {marker!r}, found {len(found)}"
-    return found[0]
-
-
-def _commands(block: str) -> list[str]:
-    """The block's commands, one per entry, with backslash-continued lines joined."""
-    return [c for c in re.sub(r"\\\n", " ", block).splitlines() if c.strip()]
-
-
-def _with_port(text: str, old: str, new: str) -> str:
-    assert old in text, f"the README command no longer contains {old!r}: {text}"
-    return text.replace(old, new)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _env(home: Path) -> dict[str, str]:
-    """This environment without model settings, running this interpreter, with the repository importable."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "ANTHROPIC_", "SESSION_", "PYTHONPATH", "CURL_HOME"))}
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env["PYTHONPATH"] = str(ROOT)
-    env["CURL_HOME"] = str(home)  # the .curlrc written by the test, never the user's
-    return env
-
-
-def _signal_group(process: anyio.abc.Process, signum: int) -> None:
-    try:
-        os.killpg(process.pid, signum)  # the group the child leads: bash and what it started
-    except ProcessLookupError:
-        pass
-
-
-async def _stop(process: anyio.abc.Process) -> None:
-    """Ctrl-C for the child's process group, then a kill if it has not ended within 20 s."""
-    with anyio.CancelScope(shield=True):
-        if process.returncode is None:
-            _signal_group(process, signal.SIGINT)
-            with anyio.move_on_after(20):
-                await process.wait()
-        if process.returncode is None:
-            _signal_group(process, signal.SIGKILL)
-            await process.wait()
-        await process.aclose()
-
-
-async def _run(command: str, *, cwd: Path, env: dict[str, str], stdin: bytes = b"") -> subprocess.CompletedProcess:
-    with anyio.fail_after(30):  # run_process kills the child when the wait is cancelled
-        return await anyio.run_process(["bash", "-c", command], input=stdin, cwd=cwd, env=env, check=False)
+from tests.examples.docs import PYTHON_BLOCKS, SH_BLOCKS
+from tests.examples.docs import block as _block
+from tests.examples.shell import child_env, command, free_port, run, start, stop, substituted, wait_for
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="the README's walkthrough uses curl, which is not installed")
@@ -97,32 +35,21 @@ async def test_the_serve_walkthrough_answers_curl_and_the_openai_client(tmp_path
     read until its ``message_finished`` event; then the script is stopped. Curl reads a ``.curlrc`` of the test's
     bounding each request (``max-time``) without changing the commands.
     """
-    port = _free_port()
-    env = _env(tmp_path)
+    port = free_port()
+    env = child_env(tmp_path)
     (tmp_path / ".curlrc").write_text("max-time = 20\n")
-    serve = _with_port(_block(SH_BLOCKS, "python -m session serve examples.quickstart:make_agent").strip(),
-                       "--port 8000", f"--port {port}")
+    serve = substituted(command("serve examples.quickstart:make_agent --host 127.0.0.1"), "--port 8000",
+                        f"--port {port}")
     assert serve.startswith("SESSION_TOKEN=change-me ") and "--host 127.0.0.1 " in serve
-    walkthrough = _with_port(_block(SH_BLOCKS, "curl -N localhost:8000/sessions/$ID/events"), "localhost:8000",
-                             f"localhost:{port}")
-    client = _with_port(_block(PYTHON_BLOCKS, "from openai import OpenAI"), "http://127.0.0.1:8000/v1",
-                        f"http://127.0.0.1:{port}/v1")
+    walkthrough = substituted(_block(SH_BLOCKS, "curl -N localhost:8000/sessions/$ID/events"), "localhost:8000",
+                              f"localhost:{port}")
+    client = substituted(_block(PYTHON_BLOCKS, "from openai import OpenAI"), "http://127.0.0.1:8000/v1",
+                         f"http://127.0.0.1:{port}/v1")
 
     server_log = tmp_path / "server.log"
-    with server_log.open("wb") as log:
-        server = await anyio.open_process(["bash", "-c", serve], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
-                                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = await start(serve, cwd=tmp_path, env=env, log=server_log)
     try:
-        with anyio.fail_after(30):
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as http:
-                while True:
-                    assert server.returncode is None, f"the server exited:\n{server_log.read_text()}"
-                    try:
-                        if (await http.get("/healthz")).status_code == 200:
-                            break
-                    except httpx.TransportError:
-                        pass
-                    await anyio.sleep(0.1)
+        await wait_for(f"http://127.0.0.1:{port}/healthz", server, server_log)
 
         output = ""
         script = await anyio.open_process(["bash", "-c", walkthrough], cwd=tmp_path, env=env,
@@ -136,7 +63,7 @@ async def test_the_serve_walkthrough_answers_curl_and_the_openai_client(tmp_path
         except (TimeoutError, anyio.EndOfStream):
             raise AssertionError(f"the walkthrough printed:\n{output}") from None
         finally:
-            await _stop(script)
+            await stop(script)
         queued_line, events = output.split("\n", 1)
         queued = json.loads(queued_line)
         assert set(queued) == {"message_id", "position"}, queued
@@ -151,15 +78,15 @@ async def test_the_serve_walkthrough_answers_curl_and_the_openai_client(tmp_path
         assert done.returncode == 0, done.stderr.decode()
         assert done.stdout.decode().strip() == "2 + 3 = 5"
     finally:
-        await _stop(server)
+        await stop(server)
     assert (tmp_path / "sessions.db").exists()  # the default store, in the working directory
 
 
 async def test_the_chat_walkthrough_answers_two_questions(tmp_path: Path) -> None:
     """``python -m session chat examples.quickstart:make_agent`` with two questions on stdin, then end of input."""
-    chat = _commands(_block(SH_BLOCKS, "python -m session chat examples.quickstart:make_agent"))[0]
+    chat = command("python -m session chat examples.quickstart:make_agent")
     assert chat.split("#")[0].strip() == "python -m session chat examples.quickstart:make_agent"
-    done = await _run(chat, cwd=tmp_path, env=_env(tmp_path), stdin=b"What is 2 + 3?\nWhat is 10 divided by 4?\n")
+    done = await run(chat, cwd=tmp_path, env=child_env(tmp_path), stdin=b"What is 2 + 3?\nWhat is 10 divided by 4?\n")
     out, err = done.stdout.decode(), done.stderr.decode()
     assert done.returncode == 0, out + err
     assert "using examples.quickstart.demo_provider()" in err
