@@ -12,7 +12,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from loop import Role, State, Step, Text, ToolResult, TurnCompleted, tool
-from loop._tools import THREAD_LIMIT, _Call, _WorkerThreads
+from loop._threads import THREAD_LIMIT, _Call, _WorkerThreads
 from provider import Scripted, tool_call
 from tests.loop.one_call import run_one
 
