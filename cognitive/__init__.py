@@ -2,9 +2,11 @@
 
 Errors, under the ``loop.errors`` tree:
 
-    UsageError
-    ├── TemplateError              a prompt template or path is malformed, or a path reads nothing
-    └── RegistryError              an unknown pattern name or setting (also a ValueError)
+    LoopError
+    ├── GuardrailTripped           a guardrail's tripwire stopped the run; names the check, stage and reason
+    └── UsageError
+        ├── TemplateError          a prompt template or path is malformed, or a path reads nothing
+        └── RegistryError          an unknown pattern name or setting (also a ValueError)
 """
 
 from cognitive._kinds import PatternKind
@@ -47,6 +49,7 @@ from cognitive.search._tot import TreeOfThoughts
 from cognitive.search._tree import Node, Tree
 from cognitive.wrappers._budget import WithBudget
 from cognitive.wrappers._escalation import Escalation, confidence_of
+from cognitive.wrappers._guardrails import GuardrailTripped, ToolOutputGuard, WithGuardrails
 from cognitive.wrappers._output import WithOutput, answer_value
 from cognitive.wrappers._verification import WithVerification
 
@@ -75,6 +78,7 @@ __all__ = [
     "FromLastCompaction",
     "Generate",
     "GraphOfThoughts",
+    "GuardrailTripped",
     "Judge",
     "KeepBest",
     "Ledger",
@@ -119,12 +123,14 @@ __all__ = [
     "TemplateError",
     "Think",
     "ToolCheckedVerifier",
+    "ToolOutputGuard",
     "Tree",
     "TreeOfThoughts",
     "TruncateToolResults",
     "TurnProcessor",
     "Verify",
     "WithBudget",
+    "WithGuardrails",
     "WithOutput",
     "WithVerification",
     "add_thought",

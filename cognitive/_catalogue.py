@@ -25,6 +25,7 @@ from cognitive.search._mcts import MCTS
 from cognitive.search._tot import TreeOfThoughts
 from cognitive.wrappers._budget import WithBudget
 from cognitive.wrappers._escalation import escalation
+from cognitive.wrappers._guardrails import WithGuardrails
 from cognitive.wrappers._output import WithOutput
 from cognitive.wrappers._verification import WithVerification
 
@@ -60,6 +61,7 @@ WRAPPERS: dict[str, Factory] = {
     "with-verification": WithVerification,
     "with-budget": WithBudget,
     "with-output": WithOutput,
+    "with-guardrails": WithGuardrails,
     "escalation": escalation,
 }
 

@@ -19,12 +19,13 @@ import pytest
 from cognitive import (MCTS, Act, Autonomous, Chain, ChainOfThought, CodeAction, Debate, Deliberate, Escalation,
                        GraphOfThoughts, Pattern,
                        PEOATR, PlanAndExecute, ReAct, Research, ReWOO, Router, SelfConsistency, SelfRefine, Reflexion,
-                       SingleShot, Stage, Synthesize, TreeOfThoughts, Verify, WithBudget, WithOutput, WithVerification)
+                       SingleShot, Stage, Synthesize, TreeOfThoughts, Verify, WithBudget, WithGuardrails, WithOutput,
+                       WithVerification)
 from cognitive.everyday._managed import Managed
 from loop import Budget, Request, Role, State, Step, Text, tool
 from provider import Function, tool_call
 from sandbox import ExecResult, FunctionSandbox
-from verifier import JudgeVerifier
+from verifier import JudgeVerifier, MaxLength, NoPII, NoSecrets
 
 
 @attrs.frozen
@@ -134,6 +135,8 @@ WRAPPERS: dict[str, Callable[[Pattern, Step], Pattern]] = {
     "WithVerification": lambda inner, step: WithVerification(inner, step, verifiers=[judge(step)]),
     "WithBudget": lambda inner, step: WithBudget(inner, Budget(max_turns=30, name="inner")),
     "WithOutput": lambda inner, step: WithOutput(inner, step, Answer),
+    "WithGuardrails": lambda inner, step: WithGuardrails(inner, step, input=[NoSecrets(), MaxLength(10_000)],
+                                                         output=NoSecrets(), repair=NoPII()),
     "SelfConsistency": lambda inner, step: SelfConsistency(inner, n=3),
     "SelfRefine": lambda inner, step: SelfRefine(inner, step, judge(step)),
     "Reflexion": lambda inner, step: Reflexion(inner, step, judge(step)),
@@ -177,7 +180,8 @@ async def test_every_wrapper_around_every_pattern_answers_inside_the_shared_budg
 # refused when it is made. Every other cell is checked to need more than one. A typed answer asked of a pattern
 # whose answer is a plain turn takes one call from a model that complies with the schema at once.
 ONE_CALL = {("WithBudget", "Verify"), ("WithBudget", "CodeAction"), ("WithBudget", "ChainOfThought"), ("WithOutput", "ReAct"),
-            ("WithOutput", "SingleShot"), ("WithOutput", "Managed")}
+            ("WithOutput", "SingleShot"), ("WithOutput", "Managed"),
+            ("WithGuardrails", "Verify"), ("WithGuardrails", "CodeAction"), ("WithGuardrails", "ChainOfThought")}
 SHORT = [(w, p) for w in WRAPPERS for p in PATTERNS if (w, p) not in ONE_CALL]
 
 

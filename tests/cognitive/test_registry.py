@@ -19,7 +19,7 @@ def test_every_pattern_and_wrapper_has_a_name() -> None:
     assert names() == ("autonomous", "chain", "chain-of-thought", "code-action", "critic", "debate", "deliberate",
                        "escalation", "graph-of-thoughts", "managed", "mcts", "peoatr", "plan-and-execute", "react",
                        "reflexion", "research", "rewoo", "router", "self-consistency", "self-refine", "single-shot",
-                       "tree-of-thoughts", "verify", "with-budget", "with-output", "with-verification")
+                       "tree-of-thoughts", "verify", "with-budget", "with-guardrails", "with-output", "with-verification")
 
 
 def test_build_passes_settings_and_wraps_react_by_default() -> None:

@@ -13,7 +13,7 @@ from cognitive import Pattern, Stage, build
 from loop import Budget, Executor, Request, UseTool, tool
 from provider import Function, tool_call
 from sandbox import ExecResult, FunctionSandbox
-from verifier import FunctionVerifier, passed
+from verifier import FunctionVerifier, NoSecrets, passed
 
 
 @tool
@@ -77,6 +77,7 @@ def settings(name: str, step: Executor) -> dict[str, Any]:
         "router": {"choices": {"direct": "single-shot", "tools": "react"}},
         "self-refine": {"critic": FunctionVerifier(lambda state: passed(), name="fine")},
         "with-budget": {"budget": Budget(max_turns=20)},
+        "with-guardrails": {"output": NoSecrets()},
         "with-verification": {"verifiers": FunctionVerifier(lambda state: passed(), name="fine")},
         "with-output": {"output_type": {"type": "object", "properties": {"answer": {"type": "string"}},
                                         "required": ["answer"]}},
