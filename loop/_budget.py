@@ -50,34 +50,46 @@ def _required_price(instance: Any, attribute: attrs.Attribute[Any], value: Any) 
 class Price:
     """What a model charges, in US dollars per million tokens (0 for a free or local model).
 
-    ``cached_input`` is the price of input read from the provider's prompt cache (``Usage.cache_read_tokens``,
-    counted within ``input_tokens``); ``None`` charges it as plain input."""
+    ``cached_input`` is the price of input read from the provider's prompt cache (``Usage.cache_read_tokens``),
+    and ``cache_write`` the price of input written to it (``Usage.cache_write_tokens``: Anthropic charges 1.25
+    times the input price for its 5-minute cache; OpenAI charges nothing extra); ``None`` charges either as
+    plain input. Both counts are within ``Usage.input_tokens``, which counts every input token."""
 
     input: float = attrs.field(validator=_required_price)
     output: float = attrs.field(validator=_required_price)
     cached_input: float | None = attrs.field(default=None, validator=_price)
+    cache_write: float | None = attrs.field(default=None, validator=_price)
 
     def cost(self, usage: Usage) -> float:
-        cached = min(usage.cache_read_tokens, usage.input_tokens)
-        cached_price = self.input if self.cached_input is None else self.cached_input
-        return ((usage.input_tokens - cached) * self.input + cached * cached_price
+        """US dollars for ``usage``: plain input, cache reads, cache writes and output, each at its price (cache
+        counts above the input are capped to it, reads first)."""
+        read = min(usage.cache_read_tokens, usage.input_tokens)
+        written = min(usage.cache_write_tokens, usage.input_tokens - read)
+        read_price = self.input if self.cached_input is None else self.cached_input
+        write_price = self.input if self.cache_write is None else self.cache_write
+        return ((usage.input_tokens - read - written) * self.input + read * read_price + written * write_price
                 + usage.output_tokens * self.output) / 1_000_000
 
 
-# Published list prices of a few widely used models (USD per million tokens). Pass ``Budget(prices=...)``
-# for any other model, or to correct one: a model is matched by its name or by the longest listed name it
-# starts with (so dated snapshots like ``gpt-4o-mini-2024-07-18`` find ``gpt-4o-mini``).
+# Published list prices of a few widely used models (USD per million tokens: input, output, cache reads,
+# cache writes). Pass ``Budget(prices=...)`` for any other model, or to correct one: a model is matched by its
+# name or by the longest listed name it starts with (so dated snapshots like ``gpt-4o-mini-2024-07-18`` find
+# ``gpt-4o-mini``, and ``claude-opus-4-1`` finds ``claude-opus-4``). OpenAI charges nothing for cache writes;
+# Anthropic's are its 5-minute cache's (1.25 times input; reads 0.1 times).
 PRICES: Mapping[str, Price] = MappingProxyType({
     "gpt-4o": Price(2.50, 10.00, 1.25),
     "gpt-4o-mini": Price(0.15, 0.60, 0.075),
     "gpt-4.1": Price(2.00, 8.00, 0.50),
     "gpt-4.1-mini": Price(0.40, 1.60, 0.10),
     "gpt-4.1-nano": Price(0.10, 0.40, 0.025),
-    "claude-3-5-haiku": Price(0.80, 4.00, 0.08),
-    "claude-3-5-sonnet": Price(3.00, 15.00, 0.30),
-    "claude-3-7-sonnet": Price(3.00, 15.00, 0.30),
-    "claude-sonnet-4": Price(3.00, 15.00, 0.30),
-    "claude-opus-4": Price(15.00, 75.00, 1.50),
+    "claude-3-5-haiku": Price(0.80, 4.00, 0.08, 1.00),
+    "claude-3-5-sonnet": Price(3.00, 15.00, 0.30, 3.75),
+    "claude-3-7-sonnet": Price(3.00, 15.00, 0.30, 3.75),
+    "claude-sonnet-4": Price(3.00, 15.00, 0.30, 3.75),
+    "claude-opus-4": Price(15.00, 75.00, 1.50, 18.75),
+    "claude-opus-4-5": Price(5.00, 25.00, 0.50, 6.25),
+    "claude-opus-4-6": Price(5.00, 25.00, 0.50, 6.25),
+    "claude-haiku-4-5": Price(1.00, 5.00, 0.10, 1.25),
 })
 
 

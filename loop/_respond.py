@@ -10,9 +10,12 @@ import anyio
 
 from loop import tracing
 from loop._accumulate import Accumulator
+from loop._budget import PRICES, price_of
 from loop._events import EventBus, TurnCompleted, TurnFailed
 from loop._executor import has
+from loop._parts import Usage
 from loop._protocols import Delta, DeltaStream, Options, Provider, Request
+from loop._scope import current_scope
 from loop._turn import Turn
 from loop.errors import StreamError, UsageError
 
@@ -44,7 +47,7 @@ async def stream(provider: Provider, request: Request, bus: EventBus, take: Call
             if not native or cast("AsyncGeneratorType[Delta, None]", deltas).ag_frame is not None:
                 await deltas.aclose()
             if tracer is not None:
-                _record_usage(span, first)
+                _record_usage(span, first, request.options.model)
     except BaseException as exc:
         bus.publish(TurnFailed(exc))
         raise
@@ -84,12 +87,23 @@ def _chat_span(tracer: Any, opts: Options) -> Any:
     })
 
 
-def _record_usage(span: Any, acc: Accumulator) -> None:
+def _cost(usage: Usage, model: str | None) -> float | None:
+    """What ``usage`` cost in US dollars at the price of ``model``: the innermost enclosing budget's prices first
+    (``Budget(prices=...)``), then ``loop.PRICES``; ``None`` when the model has no known price."""
+    for spend in reversed(current_scope().budgets):
+        if spend.budget is not None:
+            price = spend.budget.price(model)
+            if price is not None:
+                return price.cost(usage)
+    price = price_of(model, PRICES)
+    return None if price is None else price.cost(usage)
+
+
+def _record_usage(span: Any, acc: Accumulator, asked: str | None) -> None:
     found: dict[str, Any] = {}
     usage = acc.usage
     if usage is not None:
-        found["gen_ai.usage.input_tokens"] = usage.input_tokens
-        found["gen_ai.usage.output_tokens"] = usage.output_tokens
+        found.update(tracing.usage_attributes(usage, _cost(usage, acc.model or asked)))
     if acc.finish is not None:
         found["gen_ai.response.finish_reasons"] = (acc.finish,)
     if found:

@@ -1,8 +1,9 @@
 """OpenTelemetry spans and structlog loggers, costing close to nothing until an application configures them.
 
 Spans follow the GenAI semantic conventions (``gen_ai.operation.name``, ``gen_ai.request.model``,
-``gen_ai.usage.input_tokens`` ...). While no SDK tracer provider is installed, ``span`` returns a shared no-op
-object without touching the OpenTelemetry context machinery at all.
+``gen_ai.usage.input_tokens`` ...; a response's usage as ``usage_attributes`` names it). While no SDK tracer
+provider is installed, ``span`` returns a shared no-op object without touching the OpenTelemetry context
+machinery at all.
 """
 
 from __future__ import annotations
@@ -20,13 +21,22 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
+from loop._parts import Usage
 from loop._scope import run_path
 from loop.errors import UsageError
 
-__all__ = ["NOOP_SPAN", "configure", "configure_logging", "current_tracer", "enabled", "logger", "span", "start"]
+__all__ = ["NOOP_SPAN", "configure", "configure_logging", "current_tracer", "enabled", "logger", "span", "start",
+           "usage_attributes"]
 
 _NAME = "cognitive-loop"
 RUN_PATH = "cognitive_loop.run.path"
+# A response's usage under the GenAI semantic conventions' names; the cache counts are within input_tokens, as
+# the conventions ask. Cost has no name there, so it gets one of the framework's own.
+INPUT_TOKENS = "gen_ai.usage.input_tokens"
+OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+CACHE_READ_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+CACHE_WRITE_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
+COST = "cognitive_loop.usage.cost"
 _NOOP_PROVIDERS = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
 # The tracer chosen with ``configure`` (inside a tuple, so that "chose no tracing" is (None,));
 # None follows OpenTelemetry's global provider.
@@ -157,6 +167,21 @@ class _Current:
 def span(name: str, attributes: Mapping[str, Any] | None = None) -> Any:
     """A context manager opening a span named ``name`` (current for its body), or the no-op span."""
     return start(current_tracer(), name, attributes)
+
+
+def usage_attributes(usage: Usage, cost: float | None = None) -> dict[str, Any]:
+    """The span attributes of a response's ``usage``: input and output tokens, the prompt-cache counts when
+    there are any (``gen_ai.usage.cache_read.input_tokens``, ``gen_ai.usage.cache_creation.input_tokens``), and
+    ``cost`` in US dollars (``cognitive_loop.usage.cost``) when it is known. Set them with one
+    ``span.set_attributes`` call: the SDK takes a lock per call."""
+    found: dict[str, Any] = {INPUT_TOKENS: usage.input_tokens, OUTPUT_TOKENS: usage.output_tokens}
+    if usage.cache_read_tokens:
+        found[CACHE_READ_TOKENS] = usage.cache_read_tokens
+    if usage.cache_write_tokens:
+        found[CACHE_WRITE_TOKENS] = usage.cache_write_tokens
+    if cost is not None:
+        found[COST] = cost
+    return found
 
 
 def logger(name: str) -> Any:

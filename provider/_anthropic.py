@@ -16,6 +16,7 @@ from loop.checks import int_at_least, positive_int
 from loop.errors import StreamError
 from provider._anthropic_events import REDACTED, MessageEvents
 from provider._http import drain, json_data, sse_stream, status_error, transport_error
+from provider._prompt_cache import MAX_BREAKPOINTS, marks, minimum_tokens, place_breakpoints
 
 ANTHROPIC_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -47,6 +48,16 @@ class Anthropic:
 
     The API has no field for a speaker's name, so a user or assistant turn with a ``name`` has its first text
     block prefixed with ``"{name}: "``.
+
+    Prompt caching is on (``prompt_cache=True``): every request marks up to four ``cache_control`` breakpoints
+    (the API's limit) where the next request will start the same: the end of the conversation so far, the end
+    of the previous request, the end of ``system`` and the last tool (see ``place_breakpoints``), each only
+    where the prompt up to it reaches the model's minimum cacheable length (1024 tokens; 2048 for Claude 3 and
+    3.5 Haiku; 4096 for Haiku 4.5 and Opus 4.5 and 4.6), estimated generously, or ``cache_min_tokens`` when
+    given. Short prompts are sent unmarked. The 5-minute cache is used: its writes cost 1.25 times the input
+    price and its reads a tenth (``Usage.cache_write_tokens`` and ``cache_read_tokens``, priced by
+    ``loop.Price``). ``prompt_cache=False`` sends no marks (for a compatible server that refuses them, say);
+    marks in ``Options.extra`` are kept and count toward the four.
     """
 
     def __init__(
@@ -60,9 +71,13 @@ class Anthropic:
         max_tokens: int = 4096,
         thinking_budget: int | None = None,
         headers: Mapping[str, str] | None = None,
+        prompt_cache: bool = True,
+        cache_min_tokens: int | None = None,
     ) -> None:
         if not isinstance(model, str) or not model:
             raise UsageError(f"Anthropic needs a model name, got {model!r}")
+        if not isinstance(prompt_cache, bool):
+            raise UsageError(f"prompt_cache must be True or False, got {prompt_cache!r}")
         try:
             url = httpx.URL(base_url)
         except (TypeError, httpx.InvalidURL):
@@ -77,6 +92,8 @@ class Anthropic:
         self.who = "Anthropic" if url.host == "api.anthropic.com" else f"Anthropic-compatible server at {url.host}"
         self.max_tokens = positive_int("max_tokens", max_tokens)
         self.thinking_budget = int_at_least("thinking_budget", thinking_budget, 1024, optional=True)
+        self.prompt_cache = prompt_cache
+        self.cache_min_tokens = positive_int("cache_min_tokens", cache_min_tokens, optional=True)
         self._headers = {"x-api-key": key, "anthropic-version": API_VERSION, "content-type": "application/json",
                          **(headers or {})}
         self._own_client = client is None
@@ -104,7 +121,7 @@ class Anthropic:
         call (structured output, ``"required"``, ``UseTool``), and one that continues a tool loop whose
         assistant message does not open with signed thinking (it came from another provider or from a forced
         turn). While thinking is on, ``temperature`` is not sent, nor a ``top_p`` below 0.95: the API refuses
-        them with thinking.
+        them with thinking. Cache breakpoints are placed last, after ``Options.extra`` (see the class docstring).
         """
         opts = request.options
         if opts.n is not None and opts.n > 1:
@@ -147,6 +164,10 @@ class Anthropic:
             body["max_tokens"] = max(max_tokens, budget + 1)
         if opts.extra:
             body.update(json_data(opts.extra))
+        if self.prompt_cache:
+            # Only Options.extra can bring marks of its own; counting them costs a pass over the whole body.
+            room = MAX_BREAKPOINTS - (marks(body) if opts.extra else 0)
+            place_breakpoints(body, self.cache_min_tokens or minimum_tokens(str(body.get("model"))), room=room)
         return body
 
     def stream(self, request: Request) -> DeltaStream:

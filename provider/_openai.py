@@ -78,6 +78,17 @@ class OpenAICompatible:
     digit (``o1``, ``o3``, ``o4-mini``) or with ``gpt-5``, after any ``ft:``, gets ``max_completion_tokens``,
     which those reasoning models require; other models, and every model on another server (vLLM, llama.cpp
     server, Ollama, a proxy named by ``OPENAI_BASE_URL``), get ``max_tokens``.
+
+    Prompt caching needs no marks here: OpenAI caches prompts of 1024 tokens or more by themselves, routing a
+    request by a hash of its first tokens, and reports the tokens read back (``Usage.cache_read_tokens``,
+    priced by ``loop.Price.cached_input``; there is no charge for writing). Nothing that varies per turn goes
+    before the history: the messages are the turns in order (the schema message of the ``json_object``
+    fallback goes last), and the tools are the request's, the same from turn to turn. ``prompt_cache_key`` is
+    sent as the request's ``prompt_cache_key``, which OpenAI combines with that hash to keep requests with the
+    same key on the same cache: give one per conversation or per agent when many requests share a long start.
+    It is off by default: a key made from the prompt itself would add nothing to the hash, and some compatible
+    servers refuse fields they do not know. One request can set or override it with
+    ``Options(extra={"prompt_cache_key": ...})``.
     """
 
 
@@ -95,9 +106,12 @@ class OpenAICompatible:
         max_tokens_field: str | None = None,
         choices: bool = True,
         json_schema: bool = True,
+        prompt_cache_key: str | None = None,
     ) -> None:
         if not isinstance(model, str) or not model:
             raise UsageError(f"OpenAICompatible needs a model name, got {model!r}")
+        if prompt_cache_key is not None and (not isinstance(prompt_cache_key, str) or not prompt_cache_key.strip()):
+            raise UsageError(f"prompt_cache_key must be a non-empty string or None, got {prompt_cache_key!r}")
         if structured_output not in STRUCTURED_OUTPUT:
             raise UsageError(f"structured_output must be one of {', '.join(map(repr, STRUCTURED_OUTPUT))}, "
                              f"got {structured_output!r}")
@@ -130,6 +144,7 @@ class OpenAICompatible:
         self._choices = choices  # corrected from what the server does (see the class docstring)
         self._json_schema = json_schema
         self._streams_usage = True
+        self.prompt_cache_key = prompt_cache_key
 
     @property
     def info(self) -> ProviderInfo:
@@ -201,6 +216,8 @@ class OpenAICompatible:
             body["top_p"] = opts.top_p
         if opts.reasoning_effort is not None:
             body["reasoning_effort"] = opts.reasoning_effort
+        if self.prompt_cache_key is not None:
+            body["prompt_cache_key"] = self.prompt_cache_key
         if opts.extra:
             body.update(json_data(opts.extra))
         return body

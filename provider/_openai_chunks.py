@@ -157,11 +157,16 @@ def _text(value: Any) -> str:
 
 
 def _usage(data: Mapping[str, Any]) -> Usage:
+    """A usage object as ``Usage``. ``prompt_tokens`` counts every input token, those read from the prompt cache
+    (``prompt_tokens_details.cached_tokens``) included, as ``Usage.input_tokens`` does. OpenAI charges nothing
+    for writing its cache and reports no writes; routers in front of Anthropic models (OpenRouter) report them
+    as ``prompt_tokens_details.cache_write_tokens``, read here too."""
     details = data.get("prompt_tokens_details") or {}
     return Usage(
         input_tokens=int(data.get("prompt_tokens") or 0),
         output_tokens=int(data.get("completion_tokens") or 0),
         cache_read_tokens=int(details.get("cached_tokens") or 0),
+        cache_write_tokens=int(details.get("cache_write_tokens") or 0),
     )
 
 

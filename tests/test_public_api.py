@@ -34,7 +34,8 @@ PUBLIC = {
         "OverloadedError", "ProviderError", "ProviderTimeout", "ProviderUnreachable", "RateLimitError",
         "ScriptExhausted", "ServerError", "StreamError", "UsageError", "VerificationError", "VerificationFailed",
     ],
-    "loop.tracing": ["NOOP_SPAN", "configure", "configure_logging", "current_tracer", "enabled", "logger", "span", "start"],
+    "loop.tracing": ["NOOP_SPAN", "configure", "configure_logging", "current_tracer", "enabled", "logger", "span", "start",
+                     "usage_attributes"],
     "provider": [
         "Anthropic", "CassetteMismatch", "Function", "OpenAICompatible", "Recording", "Replay", "Reply",
         "ReplyFunction", "Retry", "Scripted", "from_environment", "from_spec", "is_loopback", "tool_call",

@@ -6,7 +6,8 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from loop import Options, Role, State, Step, Text, Usage, UsageError, scope, tool, tracing
+from loop import (Budget, Options, Price, Role, Spend, State, Step, Text, Usage, UsageError, charging, scope, tool,
+                  tracing)
 from loop.errors import ProviderError
 from provider import Scripted, tool_call
 
@@ -101,6 +102,24 @@ async def test_chat_span_names_the_model_and_omits_usage_when_none_is_streamed(s
     attributes = dict(chat.attributes or {})
     assert attributes["gen_ai.request.model"] == "m-1" and attributes["gen_ai.request.max_tokens"] == 64
     assert "gen_ai.usage.input_tokens" not in attributes
+
+
+async def test_chat_span_carries_the_cache_counts_and_the_cost_at_the_budgets_price(
+    spans: InMemorySpanExporter,
+) -> None:
+    usage = Usage(1_000_000, 100_000, cache_read_tokens=600_000, cache_write_tokens=200_000)
+    step = Step(Scripted([["hi", usage]]), options=Options(model="house-model"))
+    await step.turn(START)  # no known price: no cost on the span
+    assert "cognitive_loop.usage.cost" not in dict(by_name(spans)["chat house-model"].attributes or {})
+    spans.clear()
+    price = Price(input=1.0, output=2.0, cached_input=0.1, cache_write=1.25)
+    with charging(Spend(Budget(prices={"house-model": price}))):
+        await Step(Scripted([["hi", usage]]), options=Options(model="house-model")).turn(START)
+    attributes = dict(by_name(spans)["chat house-model"].attributes or {})
+    assert attributes["gen_ai.usage.cache_read.input_tokens"] == 600_000
+    assert attributes["gen_ai.usage.cache_creation.input_tokens"] == 200_000
+    # 200k plain input at $1, 600k read at $0.1, 200k written at $1.25, 100k output at $2 (per million)
+    assert attributes["cognitive_loop.usage.cost"] == pytest.approx(0.2 + 0.06 + 0.25 + 0.2)
 
 
 async def test_parallel_tools_each_get_a_span_under_the_callers_span(spans: InMemorySpanExporter) -> None:
