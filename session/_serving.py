@@ -1,12 +1,14 @@
-"""Serving an ASGI app over HTTP for the conduits: a listening socket, uvicorn run until cancelled with a
-deadline for each request's headers, and the checks every conduit makes of a JSON request body before and after
-parsing it (that it is UTF-8, how deeply it nests, and whether it holds text UTF-8 cannot carry)."""
+"""Serving an ASGI app over HTTP for the conduits: a listening socket, served until cancelled (by uvicorn on
+asyncio, by Hypercorn on trio) with a deadline for each request's headers, and the checks every conduit makes of
+a JSON request body before and after parsing it (that it is UTF-8, how deeply it nests, and whether it holds
+text UTF-8 cannot carry)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
+import logging
 import re
 import socket
 from collections.abc import Callable
@@ -105,7 +107,7 @@ def lone_surrogate(data: Any, *, text: bytes | None = None) -> str | None:
 
 
 def listen(host: str, port: int) -> socket.socket:
-    """A bound, non-blocking TCP socket on ``host``:``port`` (0: any free port), ready to hand to uvicorn."""
+    """A bound, non-blocking TCP socket on ``host``:``port`` (0: any free port), ready to hand to ``serve_asgi``."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # IPPROTO_TCP (not 0) lets asyncio turn Nagle's algorithm off on accepted connections; otherwise a
     # keep-alive client waits ~40 ms for a delayed ACK on every request after its first.
@@ -198,14 +200,125 @@ class _Server(uvicorn.Server):
         return contextlib.nullcontext()
 
 
-def asyncio_only(what: str) -> None:
-    """Refuse to serve on another event loop than asyncio, naming the fix: uvicorn runs on asyncio only."""
+class _Uvicorn:
+    """The asyncio server: uvicorn, with the header deadline of ``_HeaderTimed``."""
+
+    def __init__(self, app: Any, sock: socket.socket, *, shutdown_timeout: float, header_timeout: float) -> None:
+        # uvicorn hints this as int, but only hands it to asyncio.wait_for, which takes any number of seconds.
+        config = uvicorn.Config(app, lifespan="off", log_config=None, access_log=False, ws="none",
+                                http=_protocol(header_timeout), server_header=False,
+                                timeout_graceful_shutdown=shutdown_timeout)  # type: ignore[arg-type]
+        self._server = _Server(config)
+        self._sock = sock
+
+    @property
+    def started(self) -> bool:
+        return self._server.started
+
+    async def run(self) -> None:
+        await self._server.serve(sockets=[self._sock])
+
+    def stop(self) -> None:
+        self._server.should_exit = True  # seen within 0.1 s by uvicorn's main loop
+
+
+class _HTTPOnly:
+    """The app as uvicorn runs it here (``lifespan="off"``, ``ws="none"``), for Hypercorn, which has neither
+    setting: lifespan events are acknowledged without reaching the app (the conduits start and stop their apps
+    themselves; the MCP app's own lifespan would start its session manager a second time), and a WebSocket
+    handshake is refused (403) where Hypercorn would otherwise accept it."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            await self.app(scope, receive, send)
+        elif scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+        else:
+            while (await receive())["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+
+
+class _Hypercorn:
+    """The trio server: Hypercorn's trio worker, set up as ``_Uvicorn`` is. Where the two differ:
+
+    - Header deadline: Hypercorn's ``keep_alive_timeout`` is the time a connection has, from opening or from
+      its last response, to send a request's complete headers, which is what ``header_timeout`` means, so it
+      is set to that. A late connection is closed without the 408 ``_HeaderTimed`` writes, and an idle kept
+      connection is closed after ``header_timeout`` rather than after uvicorn's ``timeout_keep_alive`` (5 s).
+    - Read timeout: ``read_timeout`` (a deadline for every read) stays off, as uvicorn has none: a client
+      reading a long event stream sends nothing. Slow bodies are the app's to time out, on both.
+    - Header size: headers still unfinished past 16 KiB (``h11_max_incomplete_size``, h11's default, under
+      uvicorn too) are answered 431 where uvicorn answers 400, and the connection is closed.
+    - HTTP/2: Hypercorn also speaks it in clear text (after an ``h2c`` upgrade, or with prior knowledge), which
+      uvicorn does not, and no setting turns it off. The apps and their guards are the same; a header list is
+      announced as 16 KiB at most (``h2_max_header_list_size``), but h2 holds it to 64 KiB only.
+    - Body size: the apps' own check (``BodyLimit``, the MCP app's limit), on both servers.
+    - Shutdown: ``graceful_timeout`` is uvicorn's ``timeout_graceful_shutdown``; the connections still open
+      then are cancelled, as uvicorn cancels their tasks. ``stop`` triggers it at once (uvicorn polls).
+    - Keep-alive: Hypercorn closes a connection after 1,000 requests (``keep_alive_max_requests``), uvicorn
+      never; a client then opens another.
+    - No ``server`` header, no access log; Hypercorn's own messages go to the ``hypercorn.error`` logger
+      (uvicorn's to ``uvicorn.error``). Backlog 2,048, as uvicorn's.
+    """
+
+    def __init__(self, app: Any, sock: socket.socket, *, shutdown_timeout: float, header_timeout: float) -> None:
+        from hypercorn.config import Config
+
+        config = Config()
+        config.keep_alive_timeout = header_timeout
+        config.read_timeout = None
+        config.h11_max_incomplete_size = config.h2_max_header_list_size = 16 * 1024
+        config.graceful_timeout = shutdown_timeout
+        config.include_server_header = False
+        config.accesslog = None
+        config.errorlog = logging.getLogger("hypercorn.error")
+        config.backlog = 2048
+        self._config = config
+        self._app = _HTTPOnly(app)
+        self._sock = sock
+        self._stopped = anyio.Event()
+        self.started = False
+
+    async def run(self) -> None:
+        from hypercorn.config import Sockets
+        from hypercorn.trio import worker_serve
+        from hypercorn.utils import wrap_app
+
+        self._sock.listen(self._config.backlog)  # Hypercorn listens only on the sockets it makes
+        await worker_serve(wrap_app(self._app, self._config.wsgi_max_body_size, "asgi"), self._config,
+                           sockets=Sockets(secure_sockets=[], insecure_sockets=[self._sock], quic_sockets=[]),
+                           shutdown_trigger=self._stopped.wait, task_status=_Started(self))
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+
+class _Started:
+    """The ``task_status`` Hypercorn reports to once it accepts connections."""
+
+    def __init__(self, server: _Hypercorn) -> None:
+        self.server = server
+
+    def started(self, value: object = None) -> None:
+        self.server.started = True
+
+
+def _on_trio(what: str) -> bool:
+    """Whether the running event loop is trio's (Hypercorn serves) rather than asyncio's (uvicorn serves)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        raise UsageError(f"the {what} runs on asyncio (uvicorn serves it), and this is another event loop "
-                         "(trio?): run it with anyio.run(..., backend='asyncio'), or serve from an asyncio "
-                         "thread of its own") from None
+        import sniffio  # trio requires it, so it is there whenever trio runs
+
+        library = sniffio.current_async_library()
+        if library != "trio":
+            raise UsageError(f"the {what} runs on asyncio (uvicorn) or trio (Hypercorn), not on {library}") from None
+        return True
+    return False
 
 
 async def serve_asgi(
@@ -221,37 +334,40 @@ async def serve_asgi(
     what: str = "HTTP server",
     header_timeout: float = 10.0,
 ) -> None:
-    """Serve ``app`` with uvicorn on ``sock`` (from ``listen``; the caller closes it) until cancelled (asyncio
-    only). ``host`` and ``path`` make the URL. A connection whose request headers take longer than
-    ``header_timeout`` seconds to arrive is closed (with 408 when part of them came).
+    """Serve ``app`` on ``sock`` (from ``listen``; the caller closes it) until cancelled: with uvicorn on asyncio,
+    with Hypercorn on trio (``_Hypercorn`` says where the two differ). ``host`` and ``path`` make the URL. A
+    connection whose request headers take longer than ``header_timeout`` seconds to arrive is closed (on asyncio
+    with 408 when part of them came).
 
     ``task_status`` gets the URL once the server accepts connections. ``on_stop`` runs as shutdown begins, so
-    long-lived responses can end before uvicorn waits up to ``shutdown_timeout`` seconds for requests in flight.
-    ``around`` is entered for as long as the server runs; on the way out it is left once the server stopped
-    accepting connections (and before uvicorn's wait ends), so it may first wait for requests in flight.
+    long-lived responses can end before the server waits up to ``shutdown_timeout`` seconds for requests in
+    flight. ``around`` is entered for as long as the server runs; on the way out it is left once the server
+    stopped accepting connections (and before that wait ends), so it may first wait for requests in flight.
     """
-    asyncio_only(what)
     url = url_of(sock, host, path)
     positive_number("header_timeout", header_timeout, unit="seconds")
-    # uvicorn hints this as int, but only hands it to asyncio.wait_for, which takes any number of seconds.
-    config = uvicorn.Config(app, lifespan="off", log_config=None, access_log=False, ws="none",
-                            http=_protocol(float(header_timeout)), server_header=False,
-                            timeout_graceful_shutdown=shutdown_timeout)  # type: ignore[arg-type]
-    server = _Server(config)
+    server: _Uvicorn | _Hypercorn
+    if _on_trio(what):
+        server = _Hypercorn(app, sock, shutdown_timeout=shutdown_timeout, header_timeout=float(header_timeout))
+    else:
+        server = _Uvicorn(app, sock, shutdown_timeout=shutdown_timeout, header_timeout=float(header_timeout))
     stopped = anyio.Event()
+    stopping = False
 
     async def run() -> None:
-        with anyio.CancelScope(shield=True):  # uvicorn stops by should_exit, below
+        with anyio.CancelScope(shield=True):  # the server stops by ``stop``, below
             try:
-                await server.serve(sockets=[sock])
+                await server.run()
             finally:
                 stopped.set()
 
     def stop() -> None:
-        if not server.should_exit:
+        nonlocal stopping
+        if not stopping:
+            stopping = True
             if on_stop is not None:
                 on_stop()
-            server.should_exit = True
+            server.stop()
 
     try:
         async with anyio.create_task_group() as group:

@@ -1,7 +1,8 @@
 """The HTTP conduit: a manager's sessions over HTTP, with a resumable SSE event stream and the OpenAI-compatible
 API beside them.
 
-    HTTPConduit    serves the routes with uvicorn, or as an ASGI app (``async with conduit.app(manager)``)
+    HTTPConduit    serves the routes (with uvicorn on asyncio, Hypercorn on trio), or is an ASGI app
+                   (``async with conduit.app(manager)``)
     RateLimit      how many POSTs a second each token may send
     EventLog       a session's events, numbered and kept, so a reader can resume (``EventReader``,
                    ``LoggedEvent``; ``EventsLost`` when a reader fell behind the kept events)

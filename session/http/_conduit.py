@@ -1,5 +1,6 @@
-"""``HTTPConduit``: serves a manager's sessions over HTTP with uvicorn: the session routes, the OpenAI-compatible
-API beside them, and the guards in front of both (request log, bearer auth, rate limit, body size)."""
+"""``HTTPConduit``: serves a manager's sessions over HTTP (with uvicorn on asyncio, Hypercorn on trio): the
+session routes, the OpenAI-compatible API beside them, and the guards in front of both (request log, bearer
+auth, rate limit, body size)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,7 @@ from loop.checks import positive_int, positive_number
 from provider import is_loopback
 from session._bearer import TokenQuota
 from session._manager import Manager
-from session._serving import (DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONVERSATION_BYTES, asyncio_only, listen,
-                              serve_asgi)
+from session._serving import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONVERSATION_BYTES, listen, serve_asgi
 from session.http._guards import (ERROR_HANDLERS, OPENAI_PREFIX, BearerAuth, BodyLimit, RateLimit, RateLimited,
                                   RequestLog)
 from session.http._origin import SameSite, check_hosts, check_origins
@@ -59,8 +59,9 @@ class HTTPConduit:
     ``max_sessions_per_token`` sessions open at once, over both APIs (429 ``session_quota`` beyond; ``None``:
     only the manager's ``max_sessions``), and a session no message was sent to is closed after the manager's
     ``empty_timeout`` (60 s by default), freeing its place. A connection must send each request's headers
-    within ``header_timeout`` seconds (else it is closed, with 408; that is ``serve``'s: with ``app``, it is the
-    ASGI server's to enforce), and a request's body within ``body_timeout`` seconds of its headers (else 408).
+    within ``header_timeout`` seconds (else it is closed: on asyncio with 408, on trio without an answer; that is
+    ``serve``'s: with ``app``, it is the ASGI server's to enforce), and a request's body within ``body_timeout``
+    seconds of its headers (else 408).
     A JSON body may nest arrays and objects at most 64 deep (``MAX_JSON_DEPTH``; deeper gets 400). A
     conversation may hold at most ``max_conversation_bytes`` of message text (UTF-8; 64 MiB by default, ``None``:
     no limit): a message that would pass it gets 413 (``conversation_too_large``), and so does a request under
@@ -169,13 +170,13 @@ class HTTPConduit:
 
     async def serve(self, manager: Manager, *, task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED
                     ) -> None:
-        """Serve ``manager`` with uvicorn until cancelled (asyncio only). With ``await group.start(conduit.serve,
-        manager)`` the caller gets the server's URL once it accepts connections (useful with ``port=0``).
+        """Serve ``manager`` until cancelled, with uvicorn on asyncio or Hypercorn on trio. With ``await
+        group.start(conduit.serve, manager)`` the caller gets the server's URL once it accepts connections
+        (useful with ``port=0``).
 
         On cancellation it stops accepting, ends every event stream, lets requests in flight finish (for up
         to ``shutdown_timeout`` seconds) and re-raises. Sessions and their turns are the manager's: they go on.
         """
-        asyncio_only("HTTP server")
         with listen(self.host, self.port) as sock:  # bound first, so a port in use fails plainly
             async with self._running(manager) as (app, api):
                 await serve_asgi(app, sock, host=self.host, shutdown_timeout=self.shutdown_timeout,

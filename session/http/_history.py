@@ -4,7 +4,7 @@ JSON chunks small enough that encoding one never holds the event loop long."""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncGenerator, Iterable, Sequence
 
 from starlette.requests import Request
 
@@ -73,6 +73,6 @@ def fitting(turns: Sequence[Turn]) -> tuple[Sequence[Turn], int]:
     return turns, chars
 
 
-async def sent(chunks: list[bytes]) -> AsyncIterator[bytes]:
+async def sent(chunks: list[bytes]) -> AsyncGenerator[bytes, None]:
     while chunks:
         yield chunks.pop(0)  # each chunk is let go once sent

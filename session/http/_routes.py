@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import anyio
@@ -46,7 +46,7 @@ import anyio.abc
 import anyio.to_thread
 import attrs
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
 from loop import EventBus, Role, tracing
@@ -59,6 +59,7 @@ from session.http._eventlog import EventLog, EventReader, EventsLost, time_ids
 from session.http._guards import Problem
 from session.http._history import OFF_LOOP_CHARS, fitting, page_chunks, page_number, sent, text_size, utf8_size
 from session.http._openapi import MAX_EVENT_ID, MAX_PAGE_SIZE, OPENAPI, PAGE_SIZE
+from session.http._streamed import Streamed
 from session.http._wire import dumps
 from session.openai._errors import OpenAIError
 
@@ -356,7 +357,7 @@ class SessionRoutes:
         # chunk at a time, the page is never copied whole into one buffer.
         chunks = await anyio.to_thread.run_sync(page_chunks, owned.id, page, after_page)
         length = str(sum(len(chunk) for chunk in chunks))
-        return StreamingResponse(sent(chunks), media_type="application/json", headers={"content-length": length})
+        return Streamed(sent(chunks), media_type="application/json", headers={"content-length": length})
 
     async def events(self, request: Request) -> Response:
         owned = await self._owned(request)
@@ -371,10 +372,10 @@ class SessionRoutes:
                               f"{name} must be an event id (0 to {MAX_EVENT_ID}), got {raw!r}"[:200])
         self._open(owned)
         reader = owned.log.reader(int(header or query or "0"))
-        return StreamingResponse(self._stream(reader), media_type="text/event-stream",
-                                 headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+        return Streamed(self._stream(reader), media_type="text/event-stream",
+                        headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
 
-    async def _stream(self, reader: EventReader) -> AsyncIterator[str]:
+    async def _stream(self, reader: EventReader) -> AsyncGenerator[str, None]:
         while True:
             for item in reader.pending():
                 yield _frame(item)

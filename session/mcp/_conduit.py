@@ -11,9 +11,9 @@ connections, then waits (``shutdown_timeout``) for the calls in flight to be ans
 
 Over stdio the protocol owns stdout: while serving, the SDK points file descriptor 1 at stderr, so stray
 prints and logs cannot corrupt it (the command line also sends structlog to stderr). Over streamable HTTP it
-serves ``path`` (``/mcp``) with uvicorn and, like ``HTTPConduit``, requires a bearer token unless told
-otherwise on a loopback host; it describes that token as the MCP authorization spec has a server do
-(``session.mcp._auth``: protected resource metadata, and 401 challenges pointing at it).
+serves ``path`` (``/mcp``) with uvicorn on asyncio or Hypercorn on trio and, like ``HTTPConduit``, requires a
+bearer token unless told otherwise on a loopback host; it describes that token as the MCP authorization spec has
+a server do (``session.mcp._auth``: protected resource metadata, and 401 challenges pointing at it).
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ class MCPConduit:
         if self.token is not None:
             app = ProtectedResource(app, token=self.token, path=self.path, name=self.name)
         with listen(self.host, self.port) as sock:
-            # The MCP sessions end before uvicorn's wait does, so their open streams do not hold it up; but only
+            # The MCP sessions end before the server's wait does, so their open streams do not hold it up; but only
             # once the calls in flight are answered, or the session's end would cut their answers off.
             await serve_asgi(app, sock, host=self.host, path=self.path, shutdown_timeout=self.shutdown_timeout,
                              header_timeout=self.header_timeout, task_status=task_status,

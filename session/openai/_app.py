@@ -164,7 +164,7 @@ def openai_app(manager: Manager, *, token: str | None = None, enter_manager: boo
 
     With a ``token``, every request needs ``Authorization: Bearer <token>`` (the ``api_key`` of an OpenAI
     client); others get 401 in OpenAI's error format. With ``enter_manager``, the app's lifespan runs
-    ``async with manager:`` (servers such as uvicorn run it; ``httpx.ASGITransport`` does not).
+    ``async with manager:`` (servers such as uvicorn and Hypercorn run it; ``httpx.ASGITransport`` does not).
     """
     if token is not None and (not isinstance(token, str) or not token.strip()):
         raise UsageError(f"token must be a non-empty string or None, got {token!r}")
@@ -273,11 +273,13 @@ class _Endpoint:
             raise too_large
         body = bytearray()
         try:
+            # Closed here when the body is refused part-way, not left to the garbage collector (trio warns).
             with anyio.fail_after(self.body_timeout):
-                async for chunk in request.stream():
-                    body += chunk
-                    if len(body) > self.max_body_bytes:
-                        raise too_large
+                async with contextlib.aclosing(request.stream()) as chunks:
+                    async for chunk in chunks:
+                        body += chunk
+                        if len(body) > self.max_body_bytes:
+                            raise too_large
         except TimeoutError:
             raise OpenAIError(408, f"The request body did not arrive within {self.body_timeout:g} seconds.",
                               code="request_timeout", headers={"connection": "close"}) from None

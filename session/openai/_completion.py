@@ -45,14 +45,18 @@ class _Run:
         self.ended = False  # the session reported this message finished or failed
         self.state: State | None = None
         self.error: Exception | None = None
+        self.refused = False  # the session did not take the message (closed, or its queue full): nothing ran
         self.done = anyio.Event()
         self.over = False  # the message itself ended (not just the wait for it): the session wrote it all
 
     async def __call__(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         # Subscribing and sending with no checkpoint between makes this message's MessageQueued the first event
         # the subscription holds: that is how a caller of ``ask`` learns which events are its message's.
+        # ``taken`` tells a refusal from a run that failed however soon: a message the session takes is announced
+        # (``MessageQueued``) as it is queued, and one it refuses publishes nothing before ``ask`` raises.
         chat = self.chat
-        with self.session.events.subscribe(buffer=None, main_line=True) as self.events:
+        bus = self.session.events
+        with bus.subscribe(buffer=None, main_line=True) as self.events, bus.subscribe(buffer=1) as taken:
             task_status.started()
             try:
                 self.state = await self.session.ask(chat.message, output=chat.output, tools=chat.tools,
@@ -60,6 +64,7 @@ class _Run:
                 self.over = True
             except Exception as exc:
                 self.error = exc
+                self.refused = not taken.drain()
                 self.over = True
             finally:
                 self.done.set()
@@ -149,7 +154,7 @@ class Completion:
         try:
             async with anyio.create_task_group() as group:
                 await group.start(self.run)
-                if self.run.done.is_set() and self.run.error is not None:  # refused at once: answer with a status
+                if self.run.refused and self.run.error is not None:  # answered with a status: nothing was sent
                     refusal = shutting_down() if self._stopping() else self._fail(self.run.error)
                     await refusal.response()(scope, receive, send)
                     return

@@ -80,7 +80,8 @@ async def in_process(provider: Provider, *, tools: Sequence[Tool] = (), store: S
 async def on_socket(provider: Provider, *, tools: Sequence[Tool] = (), store: Store | None = None,
                     processor: Any = None, manager_options: dict[str, Any] | None = None,
                     **conduit_options: Any) -> AsyncIterator[Served]:
-    """The conduit served by uvicorn on 127.0.0.1 (a free port), stopped by cancellation at the end."""
+    """The conduit served on 127.0.0.1 (a free port; uvicorn on asyncio, Hypercorn on trio), stopped by
+    cancellation at the end."""
     conduit_options.setdefault("token", [TOKEN, OTHER])
     conduit = HTTPConduit(host="127.0.0.1", port=0, **conduit_options)
     async with _manager(provider, tools, store, processor, manager_options or {}) as manager:

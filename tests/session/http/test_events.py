@@ -1,4 +1,4 @@
-"""The SSE event stream over a real uvicorn socket on 127.0.0.1: live streaming, resume, loss, keep-alive, stop."""
+"""The SSE event stream over a real socket on 127.0.0.1: live streaming, resume, loss, keep-alive, stop."""
 
 from __future__ import annotations
 

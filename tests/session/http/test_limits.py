@@ -21,7 +21,8 @@ from provider import Function
 from session.http import HTTPConduit, RateLimit
 from session._serving import DEFAULT_MAX_BODY_BYTES
 from session.http._openapi import OPENAPI
-from tests.session.http.helpers import OTHER, TOKEN, Served, in_process, wait_turns
+from tests.session.http.helpers import OTHER, TOKEN, Served, in_process, on_socket, wait_turns
+from tests.session.http.test_timeouts import connect, read_all, read_response
 from tests.session.models import echo
 
 
@@ -64,6 +65,21 @@ async def test_a_bad_content_length_is_400() -> None:
     async with in_process(Function(echo)) as served:
         response = await served.client().post("/sessions", headers={"content-length": "lots"})
     assert response.status_code == 400 and response.json()["error"]["type"] == "bad_request"
+
+
+async def test_request_headers_past_16_kib_are_refused(anyio_backend: str) -> None:
+    async with on_socket(Function(echo)) as served:
+        with anyio.fail_after(5):
+            async with await connect(served.transport_or_url) as stream:
+                filler = b"a" * 15_000
+                await stream.send(b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\nx-filler: " + filler + b"\r\n\r\n")
+                assert (await read_response(stream)).startswith(b"HTTP/1.1 200")
+                # headers that have run past 16 KiB unfinished: h11, under both servers, takes a request whose
+                # headers came whole in one read however large, but holds no more than this waiting for the end.
+                await stream.send(b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\nx-filler: " + b"a" * 17_000)
+                reply = await read_all(stream)
+    # uvicorn answers 400, Hypercorn 431 (Request Header Fields Too Large); both close the connection.
+    assert reply.startswith(b"HTTP/1.1 431" if anyio_backend == "trio" else b"HTTP/1.1 400"), reply[:100]
 
 
 async def test_posts_beyond_the_rate_limit_are_429_per_token() -> None:

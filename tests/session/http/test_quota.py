@@ -77,21 +77,22 @@ async def test_no_quota_when_turned_off() -> None:
 async def test_the_quota_counts_sessions_being_opened() -> None:
     async with Manager(new_turn_processor(react_factory), provider=Function(echo)) as manager:
         quota = TokenQuota(manager, per_token=2)
-        outcomes: list[str] = []
+        opened: list[str] = []
+        refused: list[str] = []
 
         async def open_one(n: int) -> None:
             try:
                 await quota.open("owner", f"owner:{n}")
-                outcomes.append("opened")
+                opened.append(f"owner:{n}")
             except SessionLimit:
-                outcomes.append("refused")
+                refused.append(f"owner:{n}")
 
         async with anyio.create_task_group() as group:
             for n in range(5):
                 group.start_soon(open_one, n)
-        assert sorted(outcomes) == ["opened", "opened", "refused", "refused", "refused"]
+        assert (len(opened), len(refused)) == (2, 3)  # which two depends on the order tasks start (trio's is not)
         assert quota.held("owner") == 2 and quota.held("someone else") == 0
-        await manager.close("owner:0")
+        await manager.close(opened[0])
         assert quota.held("owner") == 1
 
 

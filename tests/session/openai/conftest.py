@@ -1,8 +1,12 @@
-"""The HTTP-facing openai suite runs on asyncio, the loop its server runs on."""
+"""The HTTP-facing openai suite runs on asyncio (served by uvicorn) and on trio (served by Hypercorn)."""
+
+from pathlib import Path
 
 import pytest
 
+from tests.both_backends import anyio_backend as anyio_backend
+from tests.session.http.backends import mark_client_streams
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    mark_client_streams(items, Path(__file__).parent)

@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 from langchain_core.messages import AIMessageChunk, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool as langchain_tool
 from langchain_openai import ChatOpenAI
@@ -10,6 +11,12 @@ from loop import Request, UseTool
 from provider import tool_call
 from tests.session.openai.clients_helpers import MODEL, PARIS, City, names, results, serving
 from tests.session.openai.test_server import TOKEN
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """LangChain runs its callbacks with ``asyncio.gather``: it works on asyncio only."""
+    return "asyncio"
 
 
 def chat(url: str) -> ChatOpenAI:

@@ -5,6 +5,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import openai
+import pytest
 from pydantic_ai import Agent, NativeOutput
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
@@ -13,6 +14,12 @@ from loop import Request, tool
 from provider import tool_call
 from tests.session.openai.clients_helpers import MODEL, PARIS, City, names, results, serving
 from tests.session.openai.test_server import TOKEN
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """pydantic-ai starts its runs with ``asyncio.create_task``: it works on asyncio only."""
+    return "asyncio"
 
 looked_up: list[str] = []
 

@@ -1,4 +1,5 @@
-"""The OpenAI-compatible endpoint over a real uvicorn server on 127.0.0.1, with the official ``openai`` client."""
+"""The OpenAI-compatible endpoint over a real server on 127.0.0.1 (uvicorn on asyncio, Hypercorn on trio), with the
+official ``openai`` client."""
 
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -20,11 +21,6 @@ TOKEN = "loopback-token"
 ASK = [{"role": "user", "content": "hello"}]
 
 
-@contextmanager
-def serving(manager: Manager) -> Iterator[tuple[str, Errors]]:
-    """Runs ``openai_app(manager)`` on a loopback socket in a thread; its lifespan enters the manager."""
-    with serving_app(openai_app(manager, token=TOKEN)) as served:
-        yield served
 
 
 class Model:
@@ -50,13 +46,34 @@ class Model:
             yield TextDelta(text.upper())
 
 
-def make_manager(model: Model) -> Manager:
-    return Manager(new_turn_processor(react_factory), provider=Function(model), store=MemoryStore())
+class Agent:
+    """The agent served over ``model``: the server's thread makes its manager, on the server's event loop."""
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+        self.made: list[Manager] = []
+
+    def app(self) -> Any:
+        manager = Manager(new_turn_processor(react_factory), provider=Function(self.model), store=MemoryStore())
+        self.made.append(manager)
+        return openai_app(manager, token=TOKEN)
+
+    @property
+    def manager(self) -> Manager:
+        return self.made[0]
+
+
+@contextmanager
+def serving(model: Model) -> Iterator[tuple[str, Errors, Agent]]:
+    """Runs ``openai_app`` for ``model`` on a loopback socket in a thread; its lifespan enters the manager."""
+    agent = Agent(model)
+    with serving_app(agent.app) as (url, errors):
+        yield url, errors, agent
 
 
 async def test_answers_stream_live_over_a_real_server() -> None:
     model = Model()
-    with serving(make_manager(model)) as (url, errors):
+    with serving(model) as (url, errors, _):
         async with openai.AsyncOpenAI(base_url=url, api_key=TOKEN, max_retries=0) as client:
             reply = await client.chat.completions.create(model="agent", messages=ASK)
             pieces = []
@@ -77,8 +94,7 @@ async def test_answers_stream_live_over_a_real_server() -> None:
 
 async def test_a_client_that_disconnects_mid_stream_interrupts_its_run_and_the_server_goes_on() -> None:
     model = Model()
-    manager = make_manager(model)
-    with serving(manager) as (url, errors):
+    with serving(model) as (url, errors, agent):
         async with openai.AsyncOpenAI(base_url=url, api_key=TOKEN, max_retries=0) as client:
             stream = await client.chat.completions.create(
                 model="agent", messages=[{"role": "user", "content": "hang"}], stream=True)
@@ -88,7 +104,7 @@ async def test_a_client_that_disconnects_mid_stream_interrupts_its_run_and_the_s
             await stream.close()
             assert await anyio.to_thread.run_sync(model.hang_cancelled.wait, 10), "the run was not interrupted"
             with anyio.fail_after(10):
-                while manager.open_sessions:  # the per-request session is closed after the interrupted run ends
+                while agent.manager.open_sessions:  # the per-request session is closed after the interrupted run ends
                     await anyio.sleep(0.01)
             after = await client.chat.completions.create(model="agent", messages=ASK)
     assert after.choices[0].message.content == "HELLO"
