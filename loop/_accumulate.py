@@ -11,6 +11,8 @@ from loop._protocols import Finish, ReasoningDelta, TextDelta, ToolCallDelta, Us
 from loop._turn import EMPTY, Turn, trusted_turn
 from loop.errors import StreamError
 
+_ASSISTANT = Role.ASSISTANT  # read once per turn: a global is read faster than an enum's member
+
 
 class _Call:
     __slots__ = ("id", "name", "fragments")
@@ -94,7 +96,7 @@ class Accumulator:
         meta = _METAS.get((self.finish, model))  # read-only, so shared: see ``_meta``
         if meta is None:
             meta = _meta(self.finish, model)
-        return trusted_turn(Role.ASSISTANT, tuple(parts), meta)
+        return trusted_turn(_ASSISTANT, tuple(parts), meta)
 
 
 _METAS: dict[tuple[str | None, str | None], Any] = {(None, None): EMPTY}

@@ -89,6 +89,8 @@ class Subscription:
         self._buffer = buffer
         self.stamped = stamped
         self.main_line = main_line
+        # Every event is appended as it is, never dropped: ``publish`` does it inline.
+        self._plain = buffer is None and not stamped and not main_line
         self._queue: deque[Any] = deque()
         self._dropped = 0
         self._wake: Wake | None = None
@@ -147,12 +149,17 @@ class Subscription:
 
 
 class EventBus:
-    """Fans published events out to subscribers. ``publish`` never blocks and never raises."""
+    """Fans published events out to subscribers. ``publish`` never blocks and never raises.
 
-    __slots__ = ("_subscribers",)
+    ``has_subscribers`` tells whether anyone is listening: publishers may skip building events nobody will
+    receive. (An attribute kept up to date, not a property: a session asks it several times per message.)
+    """
+
+    __slots__ = ("_subscribers", "has_subscribers")
 
     def __init__(self) -> None:
         self._subscribers: tuple[Subscription, ...] = ()
+        self.has_subscribers = False
 
     def subscribe(
         self, *, buffer: int | None = 1024, stamped: bool = False, main_line: bool = False
@@ -166,12 +173,20 @@ class EventBus:
         positive_int("buffer", buffer, optional=True)
         sub = Subscription(self, buffer, stamped, main_line)
         self._subscribers = (*self._subscribers, sub)
+        self.has_subscribers = True
         return sub
 
     def publish(self, event: Any) -> None:
         stamp: Stamped | None = None
         for sub in self._subscribers:
-            if sub.stamped or sub.main_line:
+            if sub._plain:
+                # ``_offer`` inline for an unbounded plain subscription: a session publishes ten events per message.
+                sub._queue.append(event)
+                wake = sub._wake
+                if wake is not None:
+                    sub._wake = None
+                    wake.set()
+            elif sub.stamped or sub.main_line:
                 if stamp is None:
                     scope = current_scope()
                     stamp = Stamped(event, scope.path, scope.on_main_line)
@@ -181,10 +196,6 @@ class EventBus:
             else:
                 sub._offer(event)
 
-    @property
-    def has_subscribers(self) -> bool:
-        """Whether anyone is listening: publishers may skip building events nobody will receive."""
-        return bool(self._subscribers)
-
     def _remove(self, sub: Subscription) -> None:
         self._subscribers = tuple(s for s in self._subscribers if s is not sub)
+        self.has_subscribers = bool(self._subscribers)

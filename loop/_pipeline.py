@@ -19,7 +19,7 @@ import anyio
 
 from loop import tracing
 from loop._argcheck import ArgumentChecker
-from loop._spend import _TOOLS, Spend, exhausted_error
+from loop._spend import _TOOLS, Spend, exhausted_error, take
 from loop.checks import positive_int, positive_number
 from loop._events import EventBus, ToolFinished, ToolStarted
 from loop._parts import ToolCall, ToolResult
@@ -78,19 +78,29 @@ class ToolPipeline:
         answered "cancelled", before the cancellation goes on. ``disabled`` answers every call with an error
         saying tools are off for this turn.
         """
-        results: dict[int, ToolResult] = {}  # by call index, as they finish
         tracer = tracing.current_tracer()
+        if len(calls) == 1:  # the usual turn: one call, run here, with no task group (and no events or span to make)
+            call = calls[0]
+            try:
+                if tracer is None and not self.events.has_subscribers:
+                    result = await self._call(call, disabled)
+                else:
+                    result = await self._run_call(call, tracer, disabled)
+            except BaseException as exc:
+                if on_cancel is not None:
+                    with anyio.CancelScope(shield=True):
+                        await on_cancel((error_result(call, CANCELLED),), exc)
+                raise
+            return (result,)
+        results: dict[int, ToolResult] = {}  # by call index, as they finish
 
         async def run_into(index: int) -> None:
             results[index] = await self._run_call(calls[index], tracer, disabled)
 
         try:
-            if len(calls) == 1:
-                await run_into(0)  # one call needs no task group
-            else:
-                async with anyio.create_task_group() as group:
-                    for index in range(len(calls)):
-                        group.start_soon(run_into, index)
+            async with anyio.create_task_group() as group:
+                for index in range(len(calls)):
+                    group.start_soon(run_into, index)
         except BaseException as exc:
             if on_cancel is not None:
                 answered = tuple(results[i] if i in results else error_result(c, CANCELLED)
@@ -204,14 +214,12 @@ def _reserve_call() -> Spend | None:
     budgets = scope.budgets
     if not budgets:
         return None
-    for spend in budgets:
-        reason = spend.refusal(_TOOLS)
-        if reason is not None:
-            spend.refuse(reason)
-            return spend
-    for spend in budgets:
-        spend._add(_TOOLS, 1, scope.path)
-    return None
+    refused = take(budgets, _TOOLS, scope.path)
+    if refused is None:
+        return None
+    spend, reason = refused
+    spend.refuse(reason)
+    return spend
 
 
 def error_result(call: ToolCall, message: str) -> ToolResult:

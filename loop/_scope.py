@@ -154,9 +154,14 @@ def _check_name(name: Any) -> str:
 
 def scope(name: str) -> _Enter:
     """``with scope("ReAct"):`` — run the block one level down the run path, on the same line."""
+    # Entered by every pattern run and stage: made as ``branch`` makes its scope.
+    if type(name) is not str or not name or "/" in name:
+        _check_name(name)
     parent = _current.get()
     path = parent.path
-    return _Enter(_scope_of((f"{path}/{_check_name(name)}" if path else _check_name(name), *parent[1:])))
+    enter = _new(_Enter)
+    enter._scope = _scope_of((f"{path}/{name}" if path else name, *parent[1:]))
+    return enter
 
 
 def branch(name: str) -> _Enter:
@@ -177,8 +182,8 @@ def branch(name: str) -> _Enter:
 
 
 def main_line(name: str | None = None, *, recorder: Recorder | None = None) -> _Enter:
-    """``with main_line():`` — start a main line owned by the current task (a session does this for each
-    message it processes). Turns in other tasks that inherit it without declaring a branch are branches.
+    """``with main_line():`` — start a main line owned by the current task (a session's worker does this for the
+    messages it serves). Turns in other tasks that inherit it without declaring a branch are branches.
 
     ``recorder`` is awaited by every step with the conversation after each turn it completes on this line: an
     assistant turn that called tools before they run, their results once they ran (answered "cancelled",

@@ -25,6 +25,7 @@ _log = tracing.logger("loop.budget")
 
 
 _TURNS, _TOOLS, _IN, _OUT, _CACHED, _COST = range(6)
+_UNLIMITED = float("inf")  # no hard limit
 _BRANCH = re.compile(r"(?<=\S) \d+$")  # "sample 3", "branch 12": one of a fan-out's branches
 _TOOL = re.compile(r"^(tool:[^#]+)#.*$")  # "tool:search#call_7": one call of a tool
 
@@ -73,13 +74,19 @@ class Spend:
     that answered with no known price) and ``report()``. It changes only through its verbs: ``exhaust``,
     ``refuse``, ``cancels`` and ``close``."""
 
-    __slots__ = ("_budget", "_total", "_by_path", "_exhausted", "_refused", "_cancel_scope", "_line", "_task",
-                 "_tip", "_runner", "_closed", "_unpriced", "_best", "_best_score")
+    __slots__ = ("_budget", "_hard", "_costed", "_total", "_by_path", "_exhausted", "_refused", "_cancel_scope",
+                 "_line", "_task", "_tip", "_runner", "_closed", "_unpriced", "_best", "_best_score")
 
     def __init__(self, budget: Budget | None, *, start: State | None = None) -> None:
         if budget is not None and not isinstance(budget, Budget):
             raise UsageError(f"Spend takes a loop.Budget or None, got {budget!r}")
         self._budget = budget
+        # The hard limits by row index (``_TURNS``, ``_TOOLS``), infinite when there is none: read on every
+        # reservation. And whether a cost limit asks each turn's model for its price.
+        self._hard = (_UNLIMITED, _UNLIMITED) if budget is None else (
+            _UNLIMITED if budget.max_turns is None else budget.max_turns,
+            _UNLIMITED if budget.max_tool_calls is None else budget.max_tool_calls)
+        self._costed = budget is not None and budget.max_cost is not None
         self._total: list[Any] = [0, 0, 0, 0, 0, 0.0]  # a row: five int counts, then the float cost
         self._by_path: dict[str, list[Any]] = {}
         self._exhausted: str | None = None
@@ -245,23 +252,44 @@ class Spend:
 _NO_LIMITS = Budget()
 
 
-def reserve(budgets: tuple[Spend, ...], index: int, path: str, state: State | None) -> None:
-    """Reserve one turn or tool call in every budget, or none: a refusal exhausts that budget and raises."""
+def take(budgets: tuple[Spend, ...], index: int, path: str) -> tuple[Spend, str] | None:
+    """Reserve one turn (``_TURNS``) or tool call (``_TOOLS``) in every budget, charged to ``path``, or in none:
+    the budget that refuses it and why, or ``None`` once it is reserved. Every model call and tool call of a
+    budgeted run comes here, so the usual case (a limit not reached) asks ``refusal`` nothing and adds inline."""
     if len(budgets) == 1:  # the usual case, in one pass
         spend = budgets[0]
-        reason = spend.refusal(index)
-        if reason is not None:
-            spend.exhaust(reason)
-            raise exhausted_error(spend, state)
-        spend._add(index, 1, path)
-        return
+        total = spend._total
+        if spend._exhausted is not None or total[index] >= spend._hard[index]:
+            reason = spend.refusal(index)  # None when past exhaustion (closed) or counting only
+            if reason is not None:
+                return spend, reason
+        total[index] += 1
+        row = spend._by_path.get(path)
+        if row is None:
+            row = spend._by_path[path] = [0, 0, 0, 0, 0, 0.0]
+        row[index] += 1
+        return None
     for spend in budgets:
-        reason = spend.refusal(index)
-        if reason is not None:
-            spend.exhaust(reason)
-            raise exhausted_error(spend, state)
+        if spend._exhausted is not None or spend._total[index] >= spend._hard[index]:
+            reason = spend.refusal(index)
+            if reason is not None:
+                return spend, reason
     for spend in budgets:
-        spend._add(index, 1, path)
+        spend._total[index] += 1
+        row = spend._by_path.get(path)
+        if row is None:
+            row = spend._by_path[path] = [0, 0, 0, 0, 0, 0.0]
+        row[index] += 1
+    return None
+
+
+def reserve(budgets: tuple[Spend, ...], index: int, path: str, state: State | None) -> None:
+    """Reserve one turn or tool call in every budget, or none: a refusal exhausts that budget and raises."""
+    refused = take(budgets, index, path)
+    if refused is not None:
+        spend, reason = refused
+        spend.exhaust(reason)
+        raise exhausted_error(spend, state)
 
 
 def exhausted_error(spend: Spend, state: State | None) -> BudgetExhausted:

@@ -23,6 +23,9 @@ FORMAT_VERSION = 2
 _READS = (1, 2)  # version 1 kept run results in the state's meta; they are moved onto the answer turn
 _ZERO = Usage()
 _new = object.__new__
+# The roles the readers below compare with on every turn: a module's global is read several times faster than an
+# enum's member (Python 3.11 looks a member up through the enum's metaclass).
+_ASSISTANT, _USER = Role.ASSISTANT, Role.USER
 
 
 class _Node:
@@ -165,6 +168,14 @@ class State:
         if node is None:
             return ()
         if node.turns is None:
+            # The usual case: two turns past the state a step last sent (its answer, and the tool results or the
+            # next message). The cache moves here.
+            prev = node.prev
+            back = None if prev is None else prev.prev
+            if back is not None and back.turns is not None and prev is not None and prev.turns is None:
+                turns = node.turns = back.turns + (prev.turn, node.turn)
+                back.turns = None
+                return turns
             # Take over the nearest cached prefix so reading every step of a growing chat stays linear in
             # time, and move (not copy) the cache so memory stays linear too.
             tail: list[Turn] = []
@@ -206,6 +217,13 @@ class State:
             node = node.prev
         return State._make(node, self._meta)
 
+    def added_to(self, base: State) -> Turn | None:
+        """The one turn this state adds to ``base``, when it is ``base`` with one turn appended (sharing its
+        turns, as ``base.append(...)`` makes it); ``None`` otherwise. The cheap test of a conversation that grew
+        by a turn, such as a recorder writing each turn as it completes makes."""
+        node = self._node
+        return node.turn if node is not None and node.prev is base._node else None
+
     def common_prefix(self, other: State, *, meta: bool = True) -> int:
         """How many leading turns this state and ``other`` have in common.
 
@@ -214,6 +232,8 @@ class State:
         compared by value over the part not shared, and by their meta too unless ``meta=False``.
         """
         a, b = self._node, other._node
+        if a is not None and a.prev is b:
+            return 0 if b is None else b.size  # the usual case: one turn appended to ``other``
         ours: list[Turn] = []
         theirs: list[Turn] = []
         while a is not None and (b is None or a.size > b.size):
@@ -254,9 +274,9 @@ class State:
         while node is not None:  # ``reversed()``, without a generator: patterns ask after every turn
             turn = node.turn
             role = turn.role
-            if role is Role.ASSISTANT:
+            if role is _ASSISTANT:
                 return outcome_of_meta(turn.meta)
-            if role is Role.USER:
+            if role is _USER:
                 return None
             node = node.prev
         return None
@@ -270,22 +290,32 @@ class State:
     @property
     def answer(self) -> str | None:
         """The text of the last assistant turn, or ``None`` if there is none or it holds no text."""
-        for turn in self.reversed():
-            if turn.role is Role.ASSISTANT:
-                text = turn.text
-                return text or None
+        node = self._node
+        while node is not None:  # ``reversed()``, without a generator: asked after every message a session runs
+            turn = node.turn
+            if turn.role is _ASSISTANT:
+                return turn.text or None
+            node = node.prev
         return None
 
     @property
     def pending_calls(self) -> tuple[ToolCall, ...]:
         """Tool calls of the last assistant turn that no later ``ToolResult`` answers yet."""
-        answered: set[str] = set()
-        for turn in self.reversed():
-            if turn.role is Role.ASSISTANT:
-                return tuple(c for c in turn.tool_calls if c.id not in answered)
+        answered: set[str] | None = None
+        node = self._node
+        while node is not None:  # ``reversed()``, without a generator: asked before every message and turn
+            turn = node.turn
+            if turn.role is _ASSISTANT:
+                calls = turn.tool_calls
+                if not calls or answered is None:
+                    return calls
+                return tuple([c for c in calls if c.id not in answered])
             for part in turn.parts:
                 if type(part) is ToolResult:
+                    if answered is None:
+                        answered = set()
                     answered.add(part.call_id)
+            node = node.prev
         return ()
 
     # -- equality and display -----------------------------------------------------------------------------

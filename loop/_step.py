@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import attrs
 
-from loop._spend import _TURNS, Spend, charge_usage, exhausted_error, reserve
+from loop._spend import _TURNS, Spend, charge_usage, exhausted_error, take
 from loop._events import EventBus, TurnCompleted, TurnFailed, TurnStarted
 from loop._accumulate import Accumulator
 from loop._executor import Transform, has, provider_info
@@ -22,10 +22,11 @@ from loop._sample import sample_states
 from loop._scope import Recorder, RunScope, current_scope, current_task
 from loop._state import State
 from loop._tools import Tool
-from loop._turn import EMPTY, Turn, trusted_turn
-from loop.errors import BudgetExhausted, UsageError
+from loop._turn import Turn, made_turn, trusted_turn
+from loop.errors import UsageError
 
 _DEFAULT_OPTIONS = Options()  # immutable, so every step without options can share it
+_TOOL = Role.TOOL  # read once per tool turn: a global is read faster than an enum's member
 __all__ = ["CANCELLED", "Step", "Transform"]
 
 
@@ -158,7 +159,7 @@ class Step:
     ) -> State:
         """Append a turn that did not come from the model (spoken by ``name`` when given), and publish it; on
         the main line it is recorded (see ``loop.main_line``)."""
-        turn = Turn(role, parts, meta or EMPTY, name)
+        turn = made_turn(role, parts, meta, name)
         bus = self.events
         if bus._subscribers:
             bus.publish(TurnCompleted(turn))
@@ -246,7 +247,7 @@ class Step:
             results = await self._pipeline.run(
                 calls, disabled=opts.tool_choice == "none",
                 on_cancel=functools.partial(self._cancelled, state, recorder, scope, left))
-        tool_turn = trusted_turn(Role.TOOL, results)  # the pipeline answers with a tuple of ToolResult
+        tool_turn = trusted_turn(_TOOL, results)  # the pipeline answers with a tuple of ToolResult
         state = state.append_turn(tool_turn)
         bus = self.events
         if bus._subscribers:
@@ -293,8 +294,10 @@ class Step:
         for several choices goes the same way in ``_respond_choices``."""
         budgets = scope.budgets
         bus = self.events
-        if budgets or bus._subscribers:  # else there is nothing to reserve and no one to tell
-            self._start(state, opts, scope)
+        if budgets:  # ``_start``, inline
+            self._reserve_turn(budgets, scope, state, opts)
+        if bus._subscribers:
+            bus.publish(TurnStarted(len(state)))
         if self._async_view:
             view = await self.view(state)
         else:
@@ -306,7 +309,7 @@ class Step:
             bus.publish(TurnCompleted(turn))
         passed: Spend | None = None
         if budgets:
-            usage = turn.usage
+            usage = acc.usage  # the turn's usage: the one Usage part the accumulator gave it
             if usage is not None:
                 passed = charge_usage(budgets, usage, turn.meta.get("model") or self._model(opts), scope.path)
         return turn, passed
@@ -338,16 +341,18 @@ class Step:
         return opts.model or provider_info(self._provider).model
 
     def _reserve_turn(self, budgets: tuple[Spend, ...], scope: RunScope, state: State, opts: Options) -> None:
-        model = self._model(opts)
         for spend in budgets:
             if spend._runner is None:
                 spend._runner = self  # a step that can write the final answer, even if only branches ran
-            spend._check_priced(model)
-        try:
-            reserve(budgets, _TURNS, scope.path, state)
-        except BudgetExhausted as exc:
-            self.events.publish(TurnFailed(exc))
-            raise
+            if spend._costed:
+                spend._check_priced(self._model(opts))  # a cost limit needs the turn's price known
+        refused = take(budgets, _TURNS, scope.path)
+        if refused is not None:  # ``reserve``, inline: a refusal exhausts that budget
+            spend, reason = refused
+            spend.exhaust(reason)
+            error = exhausted_error(spend, state)
+            self.events.publish(TurnFailed(error))
+            raise error
 
     def _follow(self, scope: RunScope, state: State) -> None:
         """Tell the budgets whose run this line is about its newest state (their final answer starts there)."""

@@ -96,11 +96,18 @@ class Turn:
     @property
     def text(self) -> str:
         """The turn's ``Text`` parts joined; empty when it has none."""
-        return "".join([p.text for p in self.parts if type(p) is Text])  # a list: quicker than a generator
+        parts = self.parts
+        if len(parts) == 1:  # the usual turn: one part, no list to make
+            part = parts[0]
+            return part.text if type(part) is Text else ""
+        return "".join([p.text for p in parts if type(p) is Text])  # a list: quicker than a generator
 
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
-        return tuple([p for p in self.parts if type(p) is ToolCall])
+        for part in self.parts:
+            if type(part) is ToolCall:
+                return tuple([p for p in self.parts if type(p) is ToolCall])
+        return ()  # the usual answer, and every user or tool turn: no list to make
 
     @property
     def tool_results(self) -> tuple[ToolResult, ...]:
@@ -161,3 +168,17 @@ def trusted_turn(role: Role, parts: tuple[Part, ...], meta: Mapping[str, Any] = 
     _SET_META(turn, meta)
     _SET_NAME(turn, None)
     return turn
+
+
+def made_turn(role: Role | str, parts: tuple[Part, ...], meta: Mapping[str, Any] | None = None,
+              name: str | None = None) -> Turn:
+    """``Turn(role, parts, meta, name)`` for a ``parts`` tuple, without the constructor's conversions when there is
+    nothing to convert (a ``Role``, loop parts, a read-only or no meta, no name): a turn a step submits, once per
+    message a session runs."""
+    if type(role) is Role and name is None and (not meta or type(meta) is MappingProxyType):
+        for part in parts:
+            if type(part) not in _EXACT_PARTS:
+                break
+        else:
+            return trusted_turn(role, parts, meta or EMPTY)
+    return Turn(role, parts, meta or EMPTY, name)

@@ -11,6 +11,7 @@ import anyio
 
 from loop import Role, State, Text, ToolResult, Turn, Wake, tracing
 from session._events import StorePaused, TurnStored, TurnUpdated
+from session.stores._memory import MemoryStore
 from session.stores._protocol import StoreConflict, StoreError
 
 if TYPE_CHECKING:
@@ -137,10 +138,58 @@ async def pause(session: Session, item: Any, attempt: int, base: State) -> None:
         _log.info("the store still fails", session=session.id, error=repr(exc))
 
 
+def _written(state: State, stored: State, held: int, common: int, rewind: bool) -> list[Turn] | None:
+    """The turns the write of ``state`` over ``stored`` (``held`` turns, the first ``common`` shared) writes from
+    ``common`` on; ``None`` when there is nothing to write: ``state`` is what is stored, or it does not extend it
+    (and is not a ``rewind``)."""
+    if common != held and not rewind and not extends(state, stored):
+        return None  # not this conversation
+    size = len(state)
+    if size - common == 1:
+        return [cast(Turn, state.last)]  # the usual case: one turn more (so state has a last turn)
+    if common == size == held and state.meta == stored.meta:
+        return None
+    new = list(itertools.islice(state.reversed(), size - common))
+    new.reverse()
+    return new
+
+
+def _now_stored(session: Session, state: State, held: int, common: int, new: list[Turn]) -> None:
+    """``state`` is stored: it is the conversation now, and its new turns are published (those below ``held``,
+    the turns stored before, as rewritten)."""
+    session._stored = state
+    events = session.events
+    if events.has_subscribers:
+        for index, turn in enumerate(new, common):
+            events.publish(TurnUpdated(index, turn) if index < held else TurnStored(index, turn))
+
+
+def write_now(session: Session, store: MemoryStore, state: State, *, rewind: bool = False) -> None:
+    """``persist`` on a store whose writes never suspend (a ``MemoryStore``'s ``append_now``): no coroutine,
+    no lock (no other write can start while this one runs), no shield (nothing can interrupt it)."""
+    stored = session._stored
+    if state is stored:
+        return
+    held = len(stored)
+    turn = state.added_to(stored)
+    if turn is not None:  # the usual case, each turn written as it completes: one turn more, stored at ``held``
+        store.append_now(session.id, held, (turn,), state.meta)
+        session._stored = state
+        events = session.events
+        if events.has_subscribers:
+            events.publish(TurnStored(held, turn))
+        return
+    common = state.common_prefix(stored)
+    new = _written(state, stored, held, common, rewind)
+    if new is not None:
+        store.append_now(session.id, common, new, state.meta)
+        _now_stored(session, state, held, common, new)
+
+
 async def persist(session: Session, state: State, *, rewind: bool = False) -> None:
     """Write what ``state`` adds to ``session``'s stored conversation (an outcome written on the stored answer
-    rewrites that turn, published as ``TurnUpdated``). A state that does not extend it is not this conversation and is not written,
-    unless ``rewind``: a processor's result replaces what its abandoned drafts left stored."""
+    rewrites that turn, published as ``TurnUpdated``). A state that does not extend it is not this conversation
+    and is not written, unless ``rewind``: a processor's result replaces what its abandoned drafts left stored."""
     if state is session._stored:
         return  # the common case after a processor returns: everything is stored already
     if not rewind and not extends(state, session._stored):
@@ -152,28 +201,15 @@ async def persist(session: Session, state: State, *, rewind: bool = False) -> No
         lock.held = True
     try:
         stored = session._stored
+        held = len(stored)
         common = state.common_prefix(stored)
-        size = len(state)
-        if common == size == len(stored) and state.meta == stored.meta:
+        new = _written(state, stored, held, common, True)
+        if new is None:
             return
-        if size - common == 1:
-            new = [cast(Turn, state.last)]  # the usual case: one turn more (so state has a last turn)
-        else:
-            new = list(itertools.islice(state.reversed(), size - common))
-            new.reverse()
         # A write that has started always finishes: an interrupt landing mid-write must not lose a turn
         # whose message the caller was told was accepted.
-        if session._append_at_once:
+        with anyio.CancelScope(shield=True):
             await session.store.append(session.id, common, new, state.meta)
-        else:
-            with anyio.CancelScope(shield=True):
-                await session.store.append(session.id, common, new, state.meta)
-        session._stored = state
-        events = session.events
-        if events.has_subscribers:
-            held = len(stored)  # turns below this index were stored before: these are rewritten
-            for offset, turn in enumerate(new):
-                index = common + offset
-                events.publish(TurnUpdated(index, turn) if index < held else TurnStored(index, turn))
+        _now_stored(session, state, held, common, new)
     finally:
         lock.release()

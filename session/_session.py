@@ -25,11 +25,12 @@ from session._events import (
     MessageStarted,
 )
 from session._groups import unwrap
-from session._mainline import WriteLock, describe, extends, pause, persist, record_failure, store_failed
+from session._mainline import (WriteLock, describe, extends, pause, persist, record_failure, store_failed,
+                               write_now)
 from session._message import Message as Message  # re-exported: session's lazy exports name it here
 from session._message import (Queued, SessionBusy as SessionBusy, SessionClosed as SessionClosed,
-                              ToolResultsMismatch as ToolResultsMismatch, before, message_options, message_parts,
-                              role_of, run_message)
+                              ToolResultsMismatch as ToolResultsMismatch, before, checked_message, message_options,
+                              message_parts, role_of, run_message)
 from session._resume import answer_open_calls, mark_done
 from session.stores._memory import MemoryStore
 from session.stores._protocol import InboxStore, Store
@@ -89,8 +90,9 @@ class Session:
         self._current: Queued | None = None
         self._scope: anyio.CancelScope | None = None  # the scope the worker processes messages in
         self._write_lock = WriteLock()
-        # MemoryStore.append never suspends, so nothing can interrupt it: its writes need no shield.
-        self._append_at_once = getattr(type(store), "append", None) is MemoryStore.append
+        # A MemoryStore (whose append is its own) writes before append returns: the session writes to it at once,
+        # without a coroutine, a lock or a shield per write (see ``session._mainline.write_now``).
+        self._memory = store if isinstance(store, MemoryStore) and type(store).append is MemoryStore.append else None
         self.last_active = time.monotonic()
         self.closed = False
         self.store_failing: str | None = None  # why the store failed under the message that waits for it
@@ -163,13 +165,16 @@ class Session:
                  options: Options | None = None) -> Queued:
         if self.closed:
             raise SessionClosed(f"session {self.id!r} is closed")
-        parts = message_parts(message)
+        parts = checked_message(message)
         queue = self._queue
         # A message the idle worker is about to take does not count as waiting.
         if len(queue) - (self._wake is not None) >= self._queue_size:
             raise SessionBusy(f"session {self.id!r} already has {self._waiting} messages waiting")
-        item = Queued(f"msg_{self._ids_prefix}{next(self._ids):x}", parts, output=output, tools=tools,
-                      options=options)
+        message_id = f"msg_{self._ids_prefix}{next(self._ids):x}"
+        if output is None and not tools and options is None:
+            item = Queued(message_id, parts)  # the usual message: keywords cost a call twice as much
+        else:
+            item = Queued(message_id, parts, output=output, tools=tools, options=options)
         queue.append(item)
         wake = self._wake
         if wake is not None and len(queue) == 1:
@@ -274,17 +279,30 @@ class Session:
     async def _serve_until_interrupted(self) -> None:
         """Process messages in order as they come, until the session is closed or interrupted. They share one
         cancel scope (``interrupt`` cancels it); a cancelled scope serves no further message, so after an
-        interrupt the worker comes back here with a fresh one."""
+        interrupt the worker comes back here with a fresh one. They share one main line too: this task's turns
+        are the conversation, stored as each completes (through ``_record``); any other task's are branches."""
         queue = self._queue
-        with anyio.CancelScope() as scope:
+        events = self.events
+        with anyio.CancelScope() as scope, main_line(recorder=self._record):
             self._scope = scope
             while not scope.cancel_called:
                 if self._dropped:
                     await self._mark_done()
                 if queue and not queue[0].writing:
+                    # The next message, run here rather than in a coroutine of its own: one less per message.
                     item = queue.popleft()
                     self._waiting -= 1
-                    await self._process(item)
+                    self._current = item
+                    if events.has_subscribers:
+                        events.publish(MessageStarted(item.id))
+                    tracer = tracing.current_tracer()
+                    base = self._stored
+                    if tracer is not None:
+                        await self._traced(item, base, tracer)
+                    elif not await self._attempt(item):
+                        await self._retry(item, base)
+                    self._current = None
+                    self.last_active = time.monotonic()
                 elif self.closed:
                     break
                 else:
@@ -306,69 +324,72 @@ class Session:
             dropped, self._dropped_by_interrupt = self._dropped_by_interrupt, 0
             self.events.publish(Interrupted(None if current is None else current.id, dropped))
 
-    async def _process(self, item: Queued) -> None:
-        events = self.events
-        tracer = tracing.current_tracer()
-        self._current = item
-        if events.has_subscribers:
-            events.publish(MessageStarted(item.id))
-        with tracing.NOOP_SPAN if tracer is None else tracing.start(
-                tracer, "session message", {"session.id": self.id, "session.message_id": item.id}):
-            base, attempt = self._stored, 0
-            while not await self._attempt(item):
-                # The store failed under an acknowledged message: it waits, and the queue behind it, in order.
-                attempt += 1
-                await pause(self, item, attempt, base)
-        self._current = None
-        self.last_active = time.monotonic()
+    async def _traced(self, item: Queued, base: State, tracer: Any) -> None:
+        """Run ``item`` (and again, see ``_retry``) inside a span."""
+        with tracing.start(tracer, "session message", {"session.id": self.id, "session.message_id": item.id}):
+            if not await self._attempt(item):
+                await self._retry(item, base)
+
+    async def _retry(self, item: Queued, base: State) -> None:
+        """The store failed under ``item``, an acknowledged message (conversation ``base`` before it): it waits,
+        and the queue behind it, in order, and runs again from its start until the store works."""
+        attempt = 1
+        await pause(self, item, attempt, base)
+        while not await self._attempt(item):
+            attempt += 1
+            await pause(self, item, attempt, base)
 
     async def _attempt(self, item: Queued) -> bool:
         """Run ``item`` once; ``False`` when the store failed under a posted (acknowledged) message, which must
         then run again once the store works, rather than be reported failed."""
         events = self.events
-        # This task's turns are the conversation, stored as each completes; any other task's are branches.
-        with main_line(recorder=self._record):
-            try:
-                asked = await self.step.submit(before(self._stored, item.parts), role_of(item.parts),
-                                               *item.parts, meta=MappingProxyType({"message_id": item.id}))
-                await self._record(asked)  # an executor of the caller's own may not record: the message is kept
-                state = await run_message(self.processor, self.step, asked, item)
-                if state is not self._stored:  # usually it is: every turn was stored as it completed
-                    if not isinstance(state, State) or not extends(state, asked):
-                        raise UsageError(
-                            f"the turn processor returned {describe(state)}, which does not extend the "
-                            "conversation it was given; nothing of it was stored (a processor returns the "
-                            "state it was given with the new turns appended)")
-                    await self._persist(state, rewind=True)  # it becomes the conversation
-            except Exception as raised:
-                # A processor's own task group wraps the one error that failed it: report that error.
-                exc = unwrap(raised) if isinstance(raised, ExceptionGroup) else raised
-                if item.posted and store_failed(exc) and not self.closed:
-                    self.store_failing = f"{type(exc).__name__}: {exc}"
-                    return False
-                _log.warning("message failed", session=self.id, message=item.id, error=repr(exc))
-                await record_failure(self, exc, item.id)
-                if item.posted:
-                    await self._mark_done(item.id)
-                self.events.publish(MessageFailed(item.id, str(exc), type(exc).__name__))
-                self._finish(item, exc)
-            else:
-                self.store_failing = None
-                if item.posted:
-                    await self._mark_done(item.id)
-                if events.has_subscribers:
-                    outcome = state.outcome
-                    status = "ok" if outcome is None else outcome.status
-                    events.publish(MessageFinished(item.id, state.answer, status == "degraded",
-                                                   "" if outcome is None else outcome.reason, status))
-                self._finish(item, state)
+        try:
+            parts = item.parts
+            asked = await self.step.submit(before(self._stored, parts), role_of(parts), *parts,
+                                           meta=MappingProxyType({"message_id": item.id}))
+            if asked is not self._stored:  # an executor of the caller's own may not record: the message is kept
+                await self._persist(asked)
+            state = await run_message(self.processor, self.step, asked, item)
+            if state is not self._stored:  # usually it is: every turn was stored as it completed
+                if not isinstance(state, State) or not extends(state, asked):
+                    raise UsageError(
+                        f"the turn processor returned {describe(state)}, which does not extend the "
+                        "conversation it was given; nothing of it was stored (a processor returns the "
+                        "state it was given with the new turns appended)")
+                await self._persist(state, rewind=True)  # it becomes the conversation
+        except Exception as raised:
+            # A processor's own task group wraps the one error that failed it: report that error.
+            exc = unwrap(raised) if isinstance(raised, ExceptionGroup) else raised
+            if item.posted and store_failed(exc) and not self.closed:
+                self.store_failing = f"{type(exc).__name__}: {exc}"
+                return False
+            _log.warning("message failed", session=self.id, message=item.id, error=repr(exc))
+            await record_failure(self, exc, item.id)
+            if item.posted:
+                await self._mark_done(item.id)
+            self.events.publish(MessageFailed(item.id, str(exc), type(exc).__name__))
+            self._finish(item, exc)
+        else:
+            self.store_failing = None
+            if item.posted:
+                await self._mark_done(item.id)
+            if events.has_subscribers:
+                outcome = state.outcome
+                status = "ok" if outcome is None else outcome.status
+                events.publish(MessageFinished(item.id, state.answer, status == "degraded",
+                                               "" if outcome is None else outcome.reason, status))
+            self._finish(item, state)
         return True
 
     async def _record(self, state: State) -> None:
         """The main line's recorder: store what ``state`` adds to the conversation, when it extends it (a
         pattern's helper conversation, run on the main line, is not this conversation)."""
         if state is not self._stored:
-            await self._persist(state)
+            memory = self._memory
+            if memory is not None:
+                write_now(self, memory, state)
+            else:
+                await persist(self, state)
 
     def _finish(self, item: Queued, result: State | BaseException | None) -> None:
         item.finish(result)
@@ -377,4 +398,8 @@ class Session:
     async def _persist(self, state: State, *, rewind: bool = False) -> None:
         """Write what ``state`` adds to the stored conversation (see ``session._mainline.persist``)."""
         if state is not self._stored:  # the common case after a processor returns: everything is stored already
-            await persist(self, state, rewind=rewind)
+            memory = self._memory
+            if memory is not None:
+                write_now(self, memory, state, rewind=rewind)
+            else:
+                await persist(self, state, rewind=rewind)

@@ -316,6 +316,18 @@ def test_charge_outside_a_step_reaches_every_budget_under_the_current_path() -> 
     assert outer.spent.tool_calls == 1, "a refused call is reserved in no budget"
 
 
+def test_a_spend_past_exhaustion_or_without_a_budget_counts_and_never_refuses() -> None:
+    closed, tally = Spend(Budget(max_turns=1, max_tool_calls=1, name="closed")), Spend(None)
+    with charging(closed), charging(tally):
+        loop.charge(turns=1, tool_calls=1)
+        with pytest.raises(BudgetExhausted, match="max_turns=1 reached"):
+            loop.charge(turns=1)
+        closed.close()  # the final answer: charged past the limits, refused nothing
+        loop.charge(turns=2, tool_calls=2)
+    assert closed.spent.turns == tally.spent.turns == 3 and closed.spent.tool_calls == tally.spent.tool_calls == 3
+    assert closed.exhausted == "max_turns=1 reached" and tally.exhausted is None
+
+
 async def test_every_provider_attempt_is_charged_retries_included() -> None:
     from loop.errors import ServerError
     from provider import Retry

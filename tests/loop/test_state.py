@@ -100,6 +100,35 @@ def test_reading_turns_of_many_branches_stays_correct() -> None:
     assert branches[0].turns[-1].text == "0"
 
 
+def test_reading_turns_a_turn_or_two_past_a_state_read_before() -> None:
+    # A step reads the turns it sends once per turn: a turn or two past the state it sent last. The cache moves
+    # to the newer state, and the older one still reads right (it rebuilds its own).
+    base = chat()
+    assert len(base.turns) == 3
+    one = base.append(Role.USER, Text("one"))
+    assert [t.text for t in one.turns] == ["be brief", "hi", "hello", "one"]
+    three = one.append(Role.ASSISTANT, Text("two")).append(Role.USER, Text("three"))
+    assert [t.text for t in three.turns] == ["be brief", "hi", "hello", "one", "two", "three"]
+    assert [t.text for t in one.turns] == ["be brief", "hi", "hello", "one"]
+    assert [t.text for t in base.turns] == ["be brief", "hi", "hello"]
+    first = State().append(Role.USER, Text("a"))
+    assert first.turns == (Turn(Role.USER, (Text("a"),)),)
+    two_unread = State().append(Role.USER, Text("a")).append(Role.ASSISTANT, Text("b"))
+    assert [t.text for t in two_unread.turns] == ["a", "b"]
+
+
+def test_added_to_names_the_one_turn_a_state_adds() -> None:
+    base = chat()
+    grown = base.append(Role.USER, Text("more"))
+    assert grown.added_to(base) is grown.last
+    assert State().append(Role.USER, Text("first")).added_to(State()) is not None
+    assert base.added_to(base) is None, "nothing added"
+    assert grown.append(Role.ASSISTANT, Text("and more")).added_to(base) is None, "two turns added"
+    assert base.added_to(grown) is None, "a turn taken away"
+    look_alike = State(base.turns)  # the same turns, not shared: not known to extend ``base``
+    assert look_alike.append(Role.USER, Text("more")).added_to(base) is None
+
+
 def test_answer_is_the_text_of_the_last_assistant_turn() -> None:
     state = chat().append(Role.USER, Text("and?"))
     assert state.answer == "hello"

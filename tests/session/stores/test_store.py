@@ -491,6 +491,28 @@ async def test_bad_start_is_rejected(start: object) -> None:
         await MemoryStore().append("s", start, [], {})  # type: ignore[arg-type]
 
 
+async def test_a_memory_store_writes_at_once_with_append_now_and_checks_as_append_does() -> None:
+    store = MemoryStore()
+    hi, hello = Turn(Role.USER, (Text("hi"),)), Turn(Role.ASSISTANT, (Text("hello"),))
+    store.append_now("s", 0, [hi], {})
+    store.append_now("s", 1, (hello,), {"k": 1})
+    assert await store.load("s") == State((hi, hello), {"k": 1})
+    store.append_now("s", 1, [hi], {})  # a rewrite from turn 1 on
+    assert await store.load("s") == State((hi, hi))
+    with pytest.raises(StoreConflict, match="gap"):
+        store.append_now("s", 3, [hi], {})
+    for start in (-1, 1.0, True):
+        with pytest.raises(UsageError, match="start"):
+            store.append_now("s", start, [hi], {})  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="Turn values"):
+        store.append_now("s", 2, [hi, "not a turn"], {})  # type: ignore[list-item]
+    with pytest.raises(UsageError, match="session id"):
+        store.append_now("", 0, [hi], {})
+    with pytest.raises(UsageError, match="session id"):
+        store.append_now(["s"], 0, [hi], {})  # type: ignore[arg-type]
+    assert await store.load("s") == State((hi, hi)), "a refused append writes nothing"
+
+
 def test_open_store_reads_urls(tmp_path: Path) -> None:
     assert isinstance(open_store("memory://"), MemoryStore)
     store = open_store(f"sqlite:///{tmp_path}/x.db")
