@@ -15,6 +15,8 @@ from loop._events import (
     TurnFailed,
     TurnStarted,
 )
+from loop._approval import (Approver, Decision, GatedTool, answer_approvals, approving, awaiting_approval,
+                            current_approver, require_approval)
 from loop._argcheck import ArgumentChecker
 from loop._ask import Asked, ask
 from loop._budget import PRICES, Budget, Price, Spent
@@ -55,9 +57,11 @@ from loop._tokens import TokenCounter, approx_tokens
 from loop._tools import FunctionTool, TimedTool, Tool, index_tools, json_default, tool, tool_timeout
 from loop._turn import Turn, TurnKind
 from loop._wake import Wake
-from loop.errors import LoopError, UsageError
+from loop.errors import ApprovalMismatch, LoopError, ToolDenied, UsageError
 
 __all__ = [
+    "ApprovalMismatch",
+    "Approver",
     "ArgumentChecker",
     "Asked",
     "BranchResult",
@@ -67,6 +71,7 @@ __all__ = [
     "Caller",
     "Carried",
     "Closable",
+    "Decision",
     "Delta",
     "DeltaStream",
     "Deriver",
@@ -76,6 +81,7 @@ __all__ = [
     "Executor",
     "Finish",
     "FunctionTool",
+    "GatedTool",
     "LoopError",
     "Options",
     "Outcome",
@@ -108,6 +114,7 @@ __all__ = [
     "ToolCall",
     "ToolCallDelta",
     "ToolChoice",
+    "ToolDenied",
     "ToolFinished",
     "ToolPipeline",
     "ToolResult",
@@ -131,13 +138,17 @@ __all__ = [
     "Viewer",
     "Wake",
     "add_turn",
+    "answer_approvals",
+    "approving",
     "approx_tokens",
     "as_completed",
     "ask",
+    "awaiting_approval",
     "branch",
     "carry",
     "charge",
     "charging",
+    "current_approver",
     "current_run_context",
     "current_scope",
     "external_tools",
@@ -150,6 +161,7 @@ __all__ = [
     "provider_info",
     "recording",
     "require",
+    "require_approval",
     "run_context",
     "run_path",
     "scope",

@@ -13,6 +13,11 @@ from loop.errors import StreamError
 
 _ASSISTANT = Role.ASSISTANT  # read once per turn: a global is read faster than an enum's member
 
+REPLAYED = Usage()
+"""The usage a response replayed from a cache (``loop.ResponseCache``) reports: no tokens, since the model was
+not asked, so budgets charge nothing for it. Recognised by identity: the turn it ends up on, alone, is marked
+``meta["cache"] == "hit"``."""
+
 
 class _Call:
     __slots__ = ("id", "name", "fragments")
@@ -90,12 +95,15 @@ class Accumulator:
                 call: _Call = block[1]
                 # Some OpenAI-compatible servers omit ids; the history still needs one to pair the result.
                 parts.append(ToolCall(call.id or f"call_{uuid.uuid4().hex[:16]}", call.name or "", "".join(call.fragments)))
-        if self._usage is not None:
-            parts.append(self._usage)
+        usage = self._usage
+        if usage is not None:
+            parts.append(usage)
         model = self.model or model
         meta = _METAS.get((self.finish, model))  # read-only, so shared: see ``_meta``
         if meta is None:
             meta = _meta(self.finish, model)
+        if usage is REPLAYED:
+            meta = MappingProxyType({**meta, "cache": "hit"})
         return trusted_turn(_ASSISTANT, tuple(parts), meta)
 
 

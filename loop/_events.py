@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import attrs
 
 from loop.checks import positive_int
+from loop.errors import UsageError
 from loop._parts import ToolCall, ToolResult
 from loop._scope import current_scope
 from loop._turn import Turn
@@ -155,11 +156,12 @@ class EventBus:
     receive. (An attribute kept up to date, not a property: a session asks it several times per message.)
     """
 
-    __slots__ = ("_subscribers", "has_subscribers")
+    __slots__ = ("_subscribers", "has_subscribers", "_holds")
 
     def __init__(self) -> None:
         self._subscribers: tuple[Subscription, ...] = ()
         self.has_subscribers = False
+        self._holds: tuple[Hold, ...] = ()
 
     def subscribe(
         self, *, buffer: int | None = 1024, stamped: bool = False, main_line: bool = False
@@ -176,7 +178,18 @@ class EventBus:
         self.has_subscribers = True
         return sub
 
+    def hold(self, keeps: Callable[[Stamped], bool]) -> Hold:
+        """Keep back from every subscriber the events published from now on that ``keeps`` takes, until the
+        ``Hold`` releases them (see ``Hold``)."""
+        if not callable(keeps):
+            raise UsageError(f"EventBus.hold takes a function (Stamped) -> bool, got {keeps!r}")
+        held = Hold(self, keeps)
+        self._holds = (*self._holds, held)
+        return held
+
     def publish(self, event: Any) -> None:
+        if self._holds and self._held(Stamped(event, *_stamp()), len(self._holds)):
+            return
         stamp: Stamped | None = None
         for sub in self._subscribers:
             if sub._plain:
@@ -196,6 +209,82 @@ class EventBus:
             else:
                 sub._offer(event)
 
+    def _held(self, stamped: Stamped, below: int) -> bool:
+        """Whether one of the first ``below`` holds keeps ``stamped`` (the innermost, the newest, asked first)."""
+        holds = self._holds
+        for index in range(min(below, len(holds)) - 1, -1, -1):
+            hold = holds[index]
+            if hold.keeps(stamped):
+                hold._kept.append(stamped)
+                return True
+        return False
+
+    def _fan_out(self, stamped: Stamped) -> None:
+        """Deliver an event released from a hold, stamped as it was when published."""
+        event = stamped.event
+        for sub in self._subscribers:
+            if sub.main_line and not stamped.main:
+                continue
+            sub._offer(stamped if sub.stamped else event)
+
     def _remove(self, sub: Subscription) -> None:
         self._subscribers = tuple(s for s in self._subscribers if s is not sub)
         self.has_subscribers = bool(self._subscribers)
+
+
+def _stamp() -> tuple[str, bool]:
+    scope = current_scope()
+    return scope.path, scope.on_main_line
+
+
+class Hold:
+    """Events kept back from a bus's subscribers until they may be seen: those its ``keeps`` takes among the
+    events published while it is on the bus (``EventBus.hold(keeps)``).
+
+    ``keeps`` is called with each event as a ``Stamped`` (the run path that publishes it, and whether that is
+    the main line), in the publisher's context, before any subscriber sees it; it may call ``release`` itself,
+    and the event it is deciding on goes out after the released ones when it returns ``False``.
+
+    ``release`` sends the kept events on in the order they were published, stamped as when they were
+    published, to the subscribers the bus has then, through the holds placed before this one (a hold nested in
+    another releases into it). ``release(drop=...)`` leaves out, for good, the events ``drop`` takes. ``close``
+    (or the end of its ``with`` block) releases what is still kept and takes the hold off the bus. Publishing
+    never waits for a hold, as it never waits for a subscriber.
+    """
+
+    __slots__ = ("_bus", "keeps", "_kept", "dropped")
+
+    def __init__(self, bus: EventBus, keeps: Callable[[Stamped], bool]) -> None:
+        self._bus = bus
+        self.keeps = keeps
+        self._kept: list[Stamped] = []
+        self.dropped = 0  # events ``release(drop=...)`` left out
+
+    @property
+    def kept(self) -> int:
+        """How many events are kept now."""
+        return len(self._kept)
+
+    def release(self, drop: Callable[[Any], bool] | None = None) -> None:
+        """Send on every kept event (but those ``drop`` takes, which are gone for good)."""
+        kept, self._kept = self._kept, []
+        bus = self._bus
+        holds = bus._holds
+        below = holds.index(self) if self in holds else len(holds)
+        for stamped in kept:
+            if drop is not None and drop(stamped.event):
+                self.dropped += 1
+            elif not (below and bus._held(stamped, below)):
+                bus._fan_out(stamped)
+
+    def close(self) -> None:
+        """Release what is still kept, and take the hold off the bus."""
+        self.release()
+        bus = self._bus
+        bus._holds = tuple(h for h in bus._holds if h is not self)
+
+    def __enter__(self) -> Hold:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

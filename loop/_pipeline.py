@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 
 from loop import tracing
+from loop._approval import NO_ONE, Decision, current_approver, denial, denied_text, needs_asking, tool_gate
 from loop._argcheck import ArgumentChecker
 from loop._spend import _TOOLS, Spend, exhausted_error, take
 from loop.checks import positive_int, positive_number
@@ -25,7 +26,7 @@ from loop._events import EventBus, ToolFinished, ToolStarted
 from loop._parts import ToolCall, ToolResult
 from loop._scope import branch, current_scope, current_task
 from loop._tools import Tool, index_tools, render, tool_timeout, truncate
-from loop.errors import UsageError
+from loop.errors import ToolDenied, UsageError
 
 CANCELLED = "cancelled: the turn was interrupted before this tool call finished"
 _log = tracing.logger("loop.tools")
@@ -39,7 +40,7 @@ class ToolPipeline:
     model can read; results longer than ``max_result_chars`` are cut with a note. Events go to ``events``.
     """
 
-    __slots__ = ("_tools", "_checkers", "_timeouts", "events", "timeout", "max_result_chars")
+    __slots__ = ("_tools", "_checkers", "_timeouts", "_gates", "events", "timeout", "max_result_chars")
 
     def __init__(
         self,
@@ -56,6 +57,7 @@ class ToolPipeline:
         self.timeout = positive_number("tool_timeout", timeout, unit="seconds")
         # Each tool's own limit, read once: a protocol check per call would cost more than the call's checks.
         self._timeouts = {name: tool_timeout(t, self.timeout) for name, t in by_name.items()}
+        self._gates = {name: gate for name, t in by_name.items() if (gate := tool_gate(t)) is not False}
         self.max_result_chars = positive_int("max_result_chars", max_result_chars)
 
     @property
@@ -65,19 +67,48 @@ class ToolPipeline:
     def find(self, name: str) -> Tool | None:
         return self._tools.get(name)
 
+    @property
+    def gated(self) -> bool:
+        """Whether any of its tools may need approval (``loop.require_approval``, ``@tool(needs_approval=...)``)."""
+        return bool(self._gates)
+
+    def needing_approval(self, calls: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
+        """The ``calls`` that must wait for approval, in call order: calls of gated tools whose arguments pass
+        their checks (a call that fails them is answered with the failure, never put to a person) and that the
+        tool's policy, asked with the run's context, says need it."""
+        gates = self._gates
+        if not gates:
+            return ()
+        waiting = []
+        for call in calls:
+            gate = gates.get(call.name)
+            if gate is None:
+                continue
+            arguments = self._checkers[call.name].parse(call.arguments)
+            if not isinstance(arguments, str) and needs_asking(gate, call.name, arguments):
+                waiting.append(call)
+        return tuple(waiting)
+
     async def run(
         self,
         calls: Sequence[ToolCall],
         *,
         disabled: bool = False,
         on_cancel: Callable[[tuple[ToolResult, ...], BaseException], Awaitable[None]] | None = None,
+        approved: bool = False,
     ) -> tuple[ToolResult, ...]:
         """Run ``calls`` concurrently; their results in call order.
 
         If cancelled, ``on_cancel`` is awaited (shielded) with a result for every call, the open ones
         answered "cancelled", before the cancellation goes on. ``disabled`` answers every call with an error
-        saying tools are off for this turn.
+        saying tools are off for this turn. Calls that need approval wait for the run's approver
+        (``loop.approving``) first, and are denied when there is none; ``approved`` says they were approved
+        already (``loop.answer_approvals``).
         """
+        if self._gates and not approved and not disabled:
+            waiting = self.needing_approval(calls)
+            if waiting:
+                return await self._run_asked(calls, waiting, on_cancel)
         tracer = tracing.current_tracer()
         if len(calls) == 1:  # the usual turn: one call, run here, with no task group (and no events or span to make)
             call = calls[0]
@@ -111,8 +142,36 @@ class ToolPipeline:
         return tuple(results[i] for i in range(len(calls)))
 
     async def call(self, call: ToolCall) -> ToolResult:
-        """Run one call; its result (an error result when it could not run or failed)."""
+        """Run one call; its result (an error result when it could not run, failed, or was denied approval)."""
+        if self._gates and self.needing_approval((call,)):
+            return (await self._run_asked((call,), (call,), None))[0]
         return await self._run_call(call, tracing.current_tracer(), False)
+
+    async def _run_asked(self, calls: Sequence[ToolCall], waiting: tuple[ToolCall, ...],
+                         on_cancel: Callable[[tuple[ToolResult, ...], BaseException], Awaitable[None]] | None
+                         ) -> tuple[ToolResult, ...]:
+        """``run``, once the run's approver has decided the ``waiting`` calls: the denied ones are answered
+        with the reason, the others run."""
+        try:
+            decisions = await ask_approver(waiting)
+        except BaseException as exc:
+            if on_cancel is not None:
+                with anyio.CancelScope(shield=True):
+                    await on_cancel(tuple(error_result(c, CANCELLED) for c in calls), exc)
+            raise
+        denied = {c.id: denial(c, decisions[c.id].reason) for c in waiting if not decisions[c.id].approved}
+        rest = tuple(c for c in calls if c.id not in denied)
+
+        def merged(results: Sequence[ToolResult]) -> tuple[ToolResult, ...]:
+            by_id = dict(zip((c.id for c in rest), results))
+            return tuple(denied[c.id] if c.id in denied else by_id[c.id] for c in calls)
+
+        async def cancelled(answered: tuple[ToolResult, ...], exc: BaseException) -> None:
+            assert on_cancel is not None  # only passed on when given
+            await on_cancel(merged(answered), exc)
+
+        ran = await self.run(rest, on_cancel=None if on_cancel is None else cancelled, approved=True) if rest else ()
+        return merged(ran)
 
     async def invoke(self, call: ToolCall, arguments: Mapping[str, Any]) -> Any:
         """Run one call whose ``arguments`` were already parsed and checked, and return the tool's value itself,
@@ -123,6 +182,11 @@ class ToolPipeline:
         tool = self._tools.get(call.name)
         if tool is None:
             raise UsageError(f"unknown tool {call.name!r}; this pipeline has: {', '.join(sorted(self._tools)) or 'none'}")
+        gate = self._gates.get(call.name) if self._gates else None
+        if gate is not None and needs_asking(gate, call.name, arguments):
+            decision = (await ask_approver((call,)))[call.id]
+            if not decision.approved:
+                raise ToolDenied(f"{call.name}: {denied_text(decision.reason)}")
         bus = self.events
         if bus.has_subscribers:
             bus.publish(ToolStarted(call))
@@ -194,6 +258,16 @@ class ToolPipeline:
             _log.warning("tool raised", tool=call.name, call_id=call.id, error=repr(exc))
             return error_result(call, truncate(f"the tool raised {type(exc).__name__}: {exc}", self.max_result_chars))
         return ToolResult(call.id, call.name, truncate(content, self.max_result_chars))
+
+
+async def ask_approver(calls: tuple[ToolCall, ...]) -> dict[str, Decision]:
+    """The run's approver's decision on each of ``calls``, by call id: a call it left out is denied, and every
+    call is denied when the run has no approver (``loop.approving``)."""
+    approver = current_approver()
+    if approver is None:
+        return {c.id: Decision.deny(c.id, NO_ONE) for c in calls}
+    given = {d.call_id: d for d in await approver(calls) if isinstance(d, Decision)}
+    return {c.id: given.get(c.id) or Decision.deny(c.id, "no decision was given for this call") for c in calls}
 
 
 def caller_cancelled() -> bool:

@@ -12,6 +12,7 @@ import attrs
 from loop._spend import _TURNS, Spend, charge_usage, exhausted_error, take
 from loop._events import EventBus, TurnCompleted, TurnFailed, TurnStarted
 from loop._accumulate import Accumulator
+from loop._approval import APPROVAL, approval_data, current_approver
 from loop._executor import Transform, has, provider_info
 from loop._outcome import PENDING
 from loop._parts import Part, Role, ToolCall, ToolResult, Usage
@@ -205,21 +206,44 @@ class Step:
             if recorder is not None:
                 await recorder(state)
             return state
-        if external and opts.tool_choice != "none":
-            names = {spec.name for spec in external}
-            theirs = tuple(c for c in calls if c.name in names)
-            if theirs:
-                own = tuple(c for c in calls if c.name not in names)
+        if (external or self._pipeline.gated) and opts.tool_choice != "none":
+            left = self._left_open(calls, external, scope)
+            if left is not None:
+                theirs, reason, data = left
+                own = tuple(c for c in calls if c not in theirs)
                 if own:
                     state = await self._answer_calls(state, own, opts, scope, recorder, passed, theirs)
                 elif budgets:
                     self._follow(scope, state)
-                left = ", ".join(c.name for c in theirs)
-                state = state.with_outcome(PENDING, f"left for the caller to answer: {left}")
+                state = (state.with_outcome(PENDING, reason) if data is None
+                         else state.with_outcome(PENDING, reason, data=data, path=APPROVAL))
                 if recorder is not None:
                     await recorder(state)
                 return state
         return await self._answer_calls(state, calls, opts, scope, recorder, passed)
+
+    def _left_open(self, calls: tuple[ToolCall, ...], external: tuple[ToolSpec, ...], scope: RunScope
+                   ) -> tuple[tuple[ToolCall, ...], str, dict[str, Any] | None] | None:
+        """The calls a main-line turn leaves open, why, and the outcome data saying which wait for approval;
+        ``None`` when it runs them all. The caller's own tools' calls (``external``) are left to the caller;
+        calls needing approval are left open for a person on a recorded line (a session's, which keeps them
+        to be answered later), and on a script's main line with no approver to ask; elsewhere the pipeline asks
+        the run's approver as they run."""
+        names = {spec.name for spec in external}
+        theirs = tuple(c for c in calls if c.name in names)
+        asked: tuple[ToolCall, ...] = ()
+        if self._pipeline.gated and scope.on_main_line and (scope.recorder is not None
+                                                            or current_approver() is None):
+            asked = self._pipeline.needing_approval([c for c in calls if c.name not in names])
+        if not theirs and not asked:
+            return None
+        reasons = []
+        if theirs:
+            reasons.append(f"left for the caller to answer: {', '.join(c.name for c in theirs)}")
+        if asked:
+            reasons.append(f"waiting for approval: {', '.join(c.name for c in asked)}")
+        left = tuple(c for c in calls if c in theirs or c in asked)
+        return left, "; ".join(reasons), approval_data(asked) if asked else None
 
     def _offered(self, external: tuple[ToolSpec, ...]) -> tuple[ToolSpec, ...]:
         """This step's tools and the caller's ``external`` ones, which must not share a name."""

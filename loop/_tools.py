@@ -10,7 +10,7 @@ import inspect
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol, overload, runtime_checkable
+from typing import Any, Protocol, Union, overload, runtime_checkable
 
 import anyio
 import attrs
@@ -18,10 +18,23 @@ import attrs
 from loop._argcheck import ArgumentChecker, CheckedArguments
 from loop.checks import positive_number
 from loop._protocols import ToolSpec
-from loop._context import current_run_context
+from loop._context import RunContext, current_run_context
 from loop._schema import context_parameters, conversions, function_schema, json_value
 from loop._threads import _WORKERS
 from loop.errors import UsageError
+
+Policy = Callable[[RunContext[Any], str, Mapping[str, Any]], bool]
+"""Whether a call needs approval: ``policy(context, tool_name, arguments)``, the arguments checked already."""
+Gate = Union[bool, Policy]
+
+
+def check_gate(gate: Any, who: str) -> Gate:
+    """``gate`` when it is a bool or a policy function, else ``UsageError`` naming ``who``."""
+    if isinstance(gate, bool) or callable(gate):
+        return gate  # type: ignore[no-any-return]
+    raise UsageError(f"{who}: needs_approval takes True, False, or a function (context, tool_name, arguments) -> "
+                     f"bool; got {gate!r}")
+
 
 @runtime_checkable
 class Tool(Protocol):
@@ -74,6 +87,7 @@ class FunctionTool:
         description: str | None = None,
         timeout: float | None = None,
         blocking: bool = True,
+        needs_approval: Gate = False,
     ) -> None:
         if not callable(fn):
             raise UsageError(f"tool() needs a function, got {fn!r}")
@@ -87,6 +101,7 @@ class FunctionTool:
         doc_description, parameters = function_schema(fn, tool_name)
         self.spec = ToolSpec(tool_name, description or doc_description or tool_name, parameters)
         self.timeout = timeout
+        self.needs_approval = check_gate(needs_approval, f"tool {tool_name!r}")
         self._fn = fn
         self._async = inspect.iscoroutinefunction(fn)
         self._blocking = blocking
@@ -145,7 +160,8 @@ class FunctionTool:
 def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
 @overload
 def tool(
-    *, name: str | None = ..., description: str | None = ..., timeout: float | None = ..., blocking: bool = ...
+    *, name: str | None = ..., description: str | None = ..., timeout: float | None = ..., blocking: bool = ...,
+    needs_approval: Gate = ...,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -157,6 +173,7 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     blocking: bool = True,
+    needs_approval: Gate = False,
 ) -> Any:
     """Turn a typed, documented function (sync or async) into a ``Tool``.
 
@@ -172,9 +189,13 @@ def tool(
     variables; if the call is cancelled or times out, the thread is abandoned to finish on its own. At most
     ``THREAD_LIMIT`` (40) sync calls run at once in the process on asyncio; more wait their turn. On other event
     loops anyio's ``to_thread.run_sync`` runs them, under anyio's default thread limiter.
+
+    ``needs_approval`` makes its calls wait for a person's approval (see ``loop.require_approval``): ``True``,
+    or a policy ``(context, tool_name, arguments) -> bool`` deciding per call from who asks and with what.
     """
     def wrap(f: Callable[..., Any]) -> FunctionTool:
-        return FunctionTool(f, name=name, description=description, timeout=timeout, blocking=blocking)
+        return FunctionTool(f, name=name, description=description, timeout=timeout, blocking=blocking,
+                            needs_approval=needs_approval)
 
     return wrap(fn) if fn is not None else wrap
 

@@ -2,6 +2,7 @@
 
     LoopError                      base of everything the framework raises on purpose
     ├── UsageError                 the framework was called wrongly (bad argument, wrong wiring, bad JSON)
+    │   └── ApprovalMismatch           decisions do not answer exactly the calls waiting for approval
     ├── ProviderError              a provider could not produce a response; carries status, body, retryable
     │   ├── AuthenticationError        the key is missing, wrong or lacks permission (401, 403)
     │   ├── BadRequestError            the server rejected the request as sent (400, 404, 413, 422)
@@ -13,6 +14,7 @@
     │   ├── StreamError                the response stream broke its contract (cut short, malformed, unknown delta)
     │   └── ScriptExhausted            a scripted provider was asked for more replies than it holds
     ├── BudgetExhausted            a budget ran out; names the budget, carries the run's last ``state``
+    ├── ToolDenied                 a call that needed approval was denied, where its value was wanted itself
     ├── VerificationError          a verifier reported ERROR (broken infrastructure); carries state and results
     ├── VerificationFailed         verifiers still FAIL after every retry; carries the final state and results
     └── ConformanceError           a conformance check (``*.testing.check_*``) found a contract broken
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from loop._state import State
 
 __all__ = [
+    "ApprovalMismatch",
     "AuthenticationError",
     "ConformanceError",
     "BadRequestError",
@@ -50,6 +53,7 @@ __all__ = [
     "ScriptExhausted",
     "ServerError",
     "StreamError",
+    "ToolDenied",
     "UsageError",
     "VerificationError",
     "VerificationFailed",
@@ -62,6 +66,16 @@ class LoopError(Exception):
 
 class UsageError(LoopError):
     """Raised when the framework is called wrongly: a bad argument, wrong wiring, unreadable input."""
+
+
+class ApprovalMismatch(UsageError):
+    """Raised when decisions do not answer exactly the calls waiting for approval: other calls, some missing,
+    or a call decided twice."""
+
+
+class ToolDenied(LoopError):
+    """Raised to a caller that wanted a tool's value itself (a code-action program's bridged call) when the call
+    needed approval and was denied, or nobody could be asked."""
 
 
 class ProviderError(LoopError):
