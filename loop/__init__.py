@@ -20,6 +20,8 @@ from loop._approval import (Approver, Decision, GatedTool, answer_approvals, app
 from loop._argcheck import ArgumentChecker
 from loop._ask import Asked, ask
 from loop._budget import PRICES, Budget, Price, Spent
+from loop._cache import CACHE_HIT, CacheStats, CacheStore, MemoryCache, ResponseCache
+from loop._cache_sqlite import SQLiteCache
 from loop._context import Caller, RunContext, current_run_context, run_context
 from loop._spend import Spend, charge, offer
 from loop._executor import (Closable, Deriver, Described, Executor, Publisher, Sampler, ToolRunner, Transform, Viewer,
@@ -67,7 +69,10 @@ __all__ = [
     "BranchResult",
     "Budget",
     "BudgetReport",
+    "CACHE_HIT",
     "CANCELLED",
+    "CacheStats",
+    "CacheStore",
     "Caller",
     "Carried",
     "Closable",
@@ -83,6 +88,7 @@ __all__ = [
     "FunctionTool",
     "GatedTool",
     "LoopError",
+    "MemoryCache",
     "Options",
     "Outcome",
     "OutputType",
@@ -96,9 +102,11 @@ __all__ = [
     "ReasoningDelta",
     "Recorder",
     "Request",
+    "ResponseCache",
     "Role",
     "RunContext",
     "RunScope",
+    "SQLiteCache",
     "Sampler",
     "Spend",
     "Spent",

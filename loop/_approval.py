@@ -34,7 +34,8 @@ from loop._context import current_run_context
 from loop._parts import Role, ToolCall, ToolResult
 from loop._protocols import ToolSpec
 from loop._state import State
-from loop._executor import ToolRunner, TurnSubmitter, require
+from loop._executor import ToolRunner, require
+from loop._protocols import TurnSubmitter
 from loop._tools import Gate, TimedTool, Tool, check_gate, index_tools
 from loop.errors import ApprovalMismatch, UsageError
 
@@ -139,7 +140,7 @@ def approving(approver: Approver | Callable[..., Any] | None) -> Iterator[None]:
     main line cannot leave them open (``None``: nobody; such calls are denied)."""
     if approver is not None and not callable(approver):
         raise UsageError(f"approving takes an async function (calls) -> decisions, or None; got {approver!r}")
-    token = _APPROVER.set(approver)  # type: ignore[arg-type]  # checked: callable
+    token = _APPROVER.set(approver)
     try:
         yield
     finally:
@@ -151,7 +152,7 @@ def needs_asking(gate: Gate, name: str, arguments: Mapping[str, Any]) -> bool:
     if gate is True or gate is False:
         return gate
     try:
-        return bool(gate(current_run_context(), name, arguments))  # type: ignore[operator]
+        return bool(gate(current_run_context(), name, arguments))
     except Exception:  # a policy that cannot decide does not let the call through
         return True
 

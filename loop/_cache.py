@@ -36,7 +36,7 @@ from loop._protocols import (Delta, DeltaStream, Finish, Options, Provider, Prov
 from loop._scope import current_scope
 from loop.errors import UsageError
 
-__all__ = ["CACHE_HIT", "CacheStats", "CacheStore", "MemoryStore", "ResponseCache"]
+__all__ = ["CACHE_HIT", "CacheStats", "CacheStore", "MemoryCache", "ResponseCache"]
 
 CACHE_HIT = "cognitive_loop.cache.hit"
 """The chat span attribute saying whether the response came from a ``ResponseCache`` (``True``) or the model."""
@@ -72,14 +72,14 @@ def check_clock(clock: Any) -> Callable[[], float]:
     return cast(Callable[[], float], clock)
 
 
-class MemoryStore:
+class MemoryCache:
     """Responses in this process's memory, at most ``max_entries`` of them (the least recently used go first)
     and none older than ``max_age`` seconds (``None``: no limit). ``clock`` (monotonic seconds) is replaceable,
     so tests can age entries on a fake clock."""
 
     def __init__(self, *, max_entries: int | None = 1024, max_age: float | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.max_entries, self.max_age = check_limits("MemoryStore", max_entries, max_age)
+        self.max_entries, self.max_age = check_limits("MemoryCache", max_entries, max_age)
         self._clock = check_clock(clock)
         self._entries: collections.OrderedDict[str, tuple[float, tuple[Delta, ...]]] = collections.OrderedDict()
 
@@ -108,7 +108,7 @@ class MemoryStore:
         self._entries.clear()
 
     def __repr__(self) -> str:
-        return f"MemoryStore({len(self._entries)} entries, max_entries={self.max_entries}, max_age={self.max_age})"
+        return f"MemoryCache({len(self._entries)} entries, max_entries={self.max_entries}, max_age={self.max_age})"
 
 
 @attrs.frozen
@@ -140,7 +140,7 @@ class ResponseCache:
     (``loop.current_run_context().caller``: its id and namespace), so that two callers never share an answer.
     ``partition`` keeps caches that share one ``store`` apart (say, two providers that name no model).
 
-    A hit replays the stored deltas in order, the usage replayed with zero tokens (``REPLAYED``): nothing is
+    A hit replays the stored deltas in order, their usage replayed with zero tokens: nothing is
     charged to a budget, the step marks the assistant turn ``meta["cache"] == "hit"``, and the chat span gets
     ``cognitive_loop.cache.hit`` (``CACHE_HIT``). Only a response that streamed to its end is stored: one that
     failed, was cancelled or closed early never is.
@@ -149,7 +149,7 @@ class ResponseCache:
     with ``sample N`` or ``samples``, as ``Step.sample`` and sampling patterns name them) or asking for several
     choices (``Options.n`` above 1), since a cache would answer every sample with the same one.
 
-    ``store`` is a ``MemoryStore()`` unless given (``SQLiteStore`` keeps responses across restarts, or write a
+    ``store`` is a ``MemoryCache()`` unless given (``SQLiteCache`` keeps responses across restarts, or write a
     ``CacheStore`` of your own). ``stats`` counts hits, misses, stores and bypassed requests.
     """
 
@@ -157,10 +157,10 @@ class ResponseCache:
                  sampled: bool = False, partition: str = "") -> None:
         require(inner, Provider, "ResponseCache", "a provider to wrap (something with stream(request))")
         if store is None:
-            store = MemoryStore()
+            store = MemoryCache()
         elif not has(store, CacheStore):
             raise UsageError(f"ResponseCache(store=) takes a loop.CacheStore (async get(key) and put(key, deltas)), "
-                             f"such as loop.MemoryStore() or loop.SQLiteStore(path); got {store!r}")
+                             f"such as loop.MemoryCache() or loop.SQLiteCache(path); got {store!r}")
         for name, value in (("per_caller", per_caller), ("sampled", sampled)):
             if not isinstance(value, bool):
                 raise UsageError(f"ResponseCache {name} must be True or False, got {value!r}")
@@ -212,17 +212,24 @@ class ResponseCache:
         return self._stream(request, key)
 
     async def _stream(self, request: Request, key: str) -> AsyncGenerator[Delta, None]:
-        stored = await self.store.get(key)
+        try:
+            stored = await self.store.get(key)
+        except Exception as exc:  # a store that cannot be read costs a model call, never the answer
+            _log.warning("the response cache could not read its store; asking the model", store=repr(self.store),
+                         error=repr(exc))
+            stored = None
         if stored is not None:
             self._hits += 1
             _mark_span(True)
             saved = _usage_of(stored)
             if saved is not None:
                 self._saved += saved
-            await anyio.lowlevel.checkpoint()  # a hit is a call too: others run, and a cancellation lands here
+            # A hit is a call too: other tasks run, and a cancellation lands here. The deltas then follow at once,
+            # as those of a response read from the network in one piece do (a checkpoint per delta would double
+            # a replay's cost, for a stream that never waits).
+            await anyio.lowlevel.checkpoint()
             for delta in replayed(stored):
                 yield delta
-                await anyio.lowlevel.checkpoint_if_cancelled()
             return
         self._misses += 1
         _mark_span(False)

@@ -1,4 +1,4 @@
-"""``SQLiteStore``: a ``ResponseCache`` store in one SQLite file, so answers outlive the process.
+"""``SQLiteCache``: a ``ResponseCache`` store in one SQLite file, so answers outlive the process.
 
 The standard library's ``sqlite3`` blocks, so every statement runs in a worker thread (``anyio.to_thread``),
 one at a time on one connection. Each response is one row: its key, its deltas as JSON (``loop.codec``), when
@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
@@ -23,6 +22,9 @@ from loop._cache import check_clock, check_limits
 from loop._protocols import Delta
 from loop.codec import delta_from_dict, delta_to_dict
 from loop.errors import UsageError
+
+if TYPE_CHECKING:  # imported where the file is first opened: ``import loop`` need not load SQLite
+    import sqlite3
 
 _log = tracing.logger("loop.cache")
 _SCHEMA = """CREATE TABLE IF NOT EXISTS responses (
@@ -33,7 +35,7 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS responses (
 )"""
 
 
-class SQLiteStore:
+class SQLiteCache:
     """Responses in the SQLite file at ``path`` (made, with its folder, on first use), at most ``max_entries``
     of them (the least recently used go first) and none older than ``max_age`` seconds (``None``: no limit).
 
@@ -44,9 +46,9 @@ class SQLiteStore:
     def __init__(self, path: str | os.PathLike[str], *, max_entries: int | None = 10_000,
                  max_age: float | None = None, clock: Callable[[], float] = time.time) -> None:
         if not isinstance(path, (str, os.PathLike)) or not str(path):
-            raise UsageError(f"SQLiteStore needs the path of its database file, got {path!r}")
+            raise UsageError(f"SQLiteCache needs the path of its database file, got {path!r}")
         self.path = Path(path)
-        self.max_entries, self.max_age = check_limits("SQLiteStore", max_entries, max_age)
+        self.max_entries, self.max_age = check_limits("SQLiteCache", max_entries, max_age)
         self._clock = check_clock(clock)
         self._connection: sqlite3.Connection | None = None
         self._lock = threading.Lock()  # one statement at a time on the connection, whichever thread runs it
@@ -76,7 +78,7 @@ class SQLiteStore:
                 self._connection.close()
                 self._connection = None
 
-    async def __aenter__(self) -> SQLiteStore:
+    async def __aenter__(self) -> SQLiteCache:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -91,10 +93,15 @@ class SQLiteStore:
 
     def _open(self) -> sqlite3.Connection:
         if self._connection is None:
+            import sqlite3
+
             self.path.parent.mkdir(parents=True, exist_ok=True)
             connection = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
             try:
                 connection.execute("PRAGMA journal_mode=WAL")  # readers in other processes never block a write
+                # Commits reach the file without waiting for the disk: a crash of the machine may lose the last
+                # responses stored, which costs only the model calls that store them again.
+                connection.execute("PRAGMA synchronous=NORMAL")
                 connection.execute(_SCHEMA)
             except BaseException:
                 connection.close()
@@ -139,4 +146,4 @@ class SQLiteStore:
             return int(self._open().execute("SELECT count(*) FROM responses").fetchone()[0])
 
     def __repr__(self) -> str:
-        return f"SQLiteStore({str(self.path)!r}, max_entries={self.max_entries}, max_age={self.max_age})"
+        return f"SQLiteCache({str(self.path)!r}, max_entries={self.max_entries}, max_age={self.max_age})"

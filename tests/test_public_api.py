@@ -13,87 +13,101 @@ from loop import LoopError
 
 PUBLIC = {
     "loop": [
-        "ArgumentChecker", "Asked", "BranchResult", "Budget", "BudgetReport", "CANCELLED", "Caller", "Carried", "Closable", "Delta",
-        "DeltaStream", "Deriver", "Described", "EventBus", "Executor", "EventsDropped", "Finish", "FunctionTool", "LoopError", "Options", "Outcome",
-        "OutputType", "PRICES", "Part", "Price", "Provider", "ProviderInfo", "Reasoning", "ReasoningDelta", "Recorder",
-        "Publisher", "Request", "Role", "RunContext", "RunScope", "Sampler", "Spend", "Spent", "Stamped", "State", "Step", "Subscription", "Text",
-        "TextDelta", "TimedTool", "TokenCounter", "Tool", "ToolCall", "ToolCallDelta", "ToolChoice", "ToolFinished",
-        "ToolPipeline", "ToolResult", "ToolRunner", "ToolSpec", "ToolStarted", "Transform", "Turn", "TurnCompleted",
-        "TurnExecutor", "TurnFailed", "TurnKind", "TurnMiddleware", "TurnRunner", "TurnStarted", "TurnSubmitter", "Usage",
-        "UsageDelta", "UsageError", "UseTool", "Viewer", "Wake", "add_turn", "approx_tokens", "as_completed", "ask", "branch", "carry",
-        "charge", "charging", "current_scope", "external_tools", "fan_out",
-        "has", "index_tools", "json_default", "main_line", "offer",
-        "provider_info", "recording", "require", "current_run_context", "run_context",
-        "run_path", "scope", "tool",
-        "tool_timeout", "turn_options", "typed_answer",
+        "ApprovalMismatch", "Approver", "ArgumentChecker", "Asked", "BranchResult", "Budget", "BudgetReport",
+        "CACHE_HIT", "CANCELLED", "CacheStats", "CacheStore", "Caller", "Carried", "Closable", "Decision", "Delta",
+        "DeltaStream", "Deriver", "Described", "EventBus", "EventsDropped", "Executor", "Finish", "FunctionTool",
+        "GatedTool", "LoopError", "MemoryCache", "Options", "Outcome", "OutputType", "PRICES", "Part", "Price",
+        "Provider", "ProviderInfo", "Publisher", "Reasoning", "ReasoningDelta", "Recorder", "Request", "ResponseCache",
+        "Role", "RunContext", "RunScope", "SQLiteCache", "Sampler", "Spend", "Spent", "Stamped", "State", "Step",
+        "Subscription", "Text", "TextDelta", "TimedTool", "TokenCounter", "Tool", "ToolCall", "ToolCallDelta",
+        "ToolChoice", "ToolDenied", "ToolFinished", "ToolPipeline", "ToolResult", "ToolRunner", "ToolSpec",
+        "ToolStarted", "Transform", "Turn", "TurnCompleted", "TurnExecutor", "TurnFailed", "TurnKind", "TurnMiddleware",
+        "TurnRunner", "TurnStarted", "TurnSubmitter", "Usage", "UsageDelta", "UsageError", "UseTool", "Viewer", "Wake",
+        "add_turn", "answer_approvals", "approving", "approx_tokens", "as_completed", "ask", "awaiting_approval",
+        "branch", "carry", "charge", "charging", "current_approver", "current_run_context", "current_scope",
+        "external_tools", "fan_out", "has", "index_tools", "json_default", "main_line", "offer", "provider_info",
+        "recording", "require", "require_approval", "run_context", "run_path", "scope", "tool", "tool_timeout",
+        "turn_options", "typed_answer"
     ],
-    "loop.checks": ["field_check", "int_at_least", "non_negative_int", "positive_int", "positive_number"],
-    "loop.codec": ["delta_from_dict", "delta_to_dict", "json_depth", "part_from_dict", "part_to_dict"],
+    "loop.checks": [
+        "field_check", "int_at_least", "non_negative_int", "positive_int", "positive_number"
+    ],
+    "loop.codec": [
+        "delta_from_dict", "delta_to_dict", "json_depth", "part_from_dict", "part_to_dict"
+    ],
     "loop.errors": [
-        "AuthenticationError", "BadRequestError", "BudgetExhausted", "ConformanceError", "LoopError",
-        "OverloadedError", "ProviderError", "ProviderTimeout", "ProviderUnreachable", "RateLimitError",
-        "ScriptExhausted", "ServerError", "StreamError", "UsageError", "VerificationError", "VerificationFailed",
+        "ApprovalMismatch", "AuthenticationError", "BadRequestError", "BudgetExhausted", "ConformanceError",
+        "LoopError", "OverloadedError", "ProviderError", "ProviderTimeout", "ProviderUnreachable", "RateLimitError",
+        "ScriptExhausted", "ServerError", "StreamError", "ToolDenied", "UsageError", "VerificationError",
+        "VerificationFailed"
     ],
-    "loop.tracing": ["NOOP_SPAN", "configure", "configure_logging", "current_tracer", "enabled", "logger", "span", "start",
-                     "usage_attributes"],
+    "loop.tracing": [
+        "NOOP_SPAN", "configure", "configure_logging", "current_tracer", "enabled", "logger", "span", "start",
+        "usage_attributes"
+    ],
     "provider": [
         "Anthropic", "CassetteMismatch", "Function", "OpenAICompatible", "Recording", "Replay", "Reply",
-        "ReplyFunction", "Retry", "Scripted", "from_environment", "from_spec", "is_loopback", "tool_call",
+        "ReplyFunction", "Retry", "Scripted", "from_environment", "from_spec", "is_loopback", "tool_call"
     ],
     "verifier": [
         "Check", "CommandVerifier", "FunctionVerifier", "Guard", "INJECTION_PATTERNS", "JudgeVerifier", "MaxLength",
         "NoInjection", "NoPII", "NoSecrets", "Passage", "Result", "SECRET_PATTERNS", "SchemaVerifier", "Status",
-        "TextCheck", "Verdict", "Verifier", "Where", "build_report", "check_verifiers", "failed", "mask",
-        "passages", "passed", "run_all"
+        "TextCheck", "Verdict", "Verifier", "Where", "build_report", "check_verifiers", "failed", "mask", "passages",
+        "passed", "run_all"
     ],
     "cognitive": [
         "Act", "AgentTool", "Aggregate", "AutoContext", "Autonomous", "Chain", "ChainOfThought", "CheckSources",
-        "Checkpoints", "CodeAction", "Critic", "Criticize", "Critique", "Debate", "Decided", "Deliberate",
-        "Escalation", "FileCheckpoints", "FitToWindow", "FromLastCompaction", "Generate", "GraphOfThoughts",
-        "GuardrailTripped", "Judge", "KeepBest", "Ledger", "MCTS", "Managed", "MemoryCheckpoints", "Next", "Node",
-        "Operation", "PEOATR", "Pattern", "PatternFactory", "PatternKind", "Plan", "PlanAndExecute", "PoolStep",
-        "Proposal", "Proposals", "Rating", "ReAct", "ReWOO", "Refine", "Reflect", "Reflection", "Reflexion",
-        "RegistryError", "Research", "ReuseResults", "Router", "Score", "Scorer", "SelfConsistency", "SelfRefine",
-        "SingleShot", "SlidingWindow", "SourceCheck", "Stage", "Steps", "Summarize", "Synthesize", "Template",
-        "TemplateError", "Think", "ToolCheckedVerifier", "ToolOutputGuard", "Tree", "TreeOfThoughts",
-        "TruncateToolResults", "TurnProcessor", "Verify", "WithBudget", "WithGuardrails", "WithOutput",
-        "WithVerification", "add_thought", "answer_from_line", "answer_value", "build", "checkpoint_key",
-        "confidence_of", "left_open", "names", "new_turn_processor", "normalise_answer", "propose_thoughts",
-        "react_factory", "reasoning_model", "register", "score_line", "settings", "tiktoken_counter", "work_notes",
-        "write_notes"
+        "Checkpoints", "CodeAction", "Critic", "Criticize", "Critique", "Debate", "Decided", "Deliberate", "Escalation",
+        "FileCheckpoints", "FitToWindow", "FromLastCompaction", "Generate", "GraphOfThoughts", "GuardrailTripped",
+        "Judge", "KeepBest", "Ledger", "MCTS", "Managed", "MemoryCheckpoints", "Next", "Node", "Operation", "PEOATR",
+        "Pattern", "PatternFactory", "PatternKind", "Plan", "PlanAndExecute", "PoolStep", "Proposal", "Proposals",
+        "Rating", "ReAct", "ReWOO", "Refine", "Reflect", "Reflection", "Reflexion", "RegistryError", "Research",
+        "ReuseResults", "Router", "Score", "Scorer", "SelfConsistency", "SelfRefine", "SingleShot", "SlidingWindow",
+        "SourceCheck", "Stage", "Steps", "Summarize", "Synthesize", "Template", "TemplateError", "Think",
+        "ToolCheckedVerifier", "ToolOutputGuard", "Tree", "TreeOfThoughts", "TruncateToolResults", "TurnProcessor",
+        "Verify", "WithBudget", "WithGuardrails", "WithOutput", "WithVerification", "add_thought", "answer_from_line",
+        "answer_value", "build", "checkpoint_key", "confidence_of", "left_open", "names", "new_turn_processor",
+        "normalise_answer", "propose_thoughts", "react_factory", "reasoning_model", "register", "score_line",
+        "settings", "tiktoken_counter", "work_notes", "write_notes"
     ],
     "cognitive.bench": [
         "CHECKERS", "Checker", "Contender", "EscalationCheck", "PLOT_EXTRA", "PatternResult", "Progress", "Report",
         "SimulatedModel", "Task", "TaskRun", "builtin_tasks", "check_contains", "check_exact", "check_game24",
         "check_number", "compare_escalation", "default_budget", "load_tasks", "lookup", "reliability",
-        "reliability_by_kind", "render_table", "report_json", "run_bench", "run_task", "simulated_provider", "write_json",
-        "write_png", "write_reliability",
+        "reliability_by_kind", "render_table", "report_json", "run_bench", "run_task", "simulated_provider",
+        "write_json", "write_png", "write_reliability"
     ],
     "session": [
-        "CheckpointStore", "Conduit", "DeletingStore", "EventLog", "EventReader", "EventsLost", "HTTPConduit", "InboxStore",
-        "Interrupted", "LoggedEvent", "MCPConduit", "MCPConnectionError", "MCPHTTPServer", "MCPServer", "MCPStdioServer",
-        "MCPTool", "MCPToolError", "MCPTools", "Manager", "MemoryStore", "Message", "MessageFailed", "MessageFinished",
-        "MessageQueued", "MessageStarted", "RateLimit", "SQLiteStore", "Session", "SessionBusy", "SessionClosed",
-        "SessionLimit", "ShuttingDown", "StdioConduit", "StepFactory", "Store", "StoreCheckpoints", "StoreConflict",
-        "StoreError", "StorePaused", "ToolResultsMismatch", "TurnProcessor", "TurnStored", "TurnUpdated",
-        "current_checkpoints", "event_to_json", "open_store", "openai_app", "openai_routes", "step_factory",
-        "tune_collector",
+        "CheckpointStore", "Conduit", "DeletingStore", "EventLog", "EventReader", "EventsLost", "HTTPConduit",
+        "InboxStore", "Interrupted", "LoggedEvent", "MCPConduit", "MCPConnectionError", "MCPHTTPServer", "MCPServer",
+        "MCPStdioServer", "MCPTool", "MCPToolError", "MCPTools", "Manager", "MemoryStore", "Message", "MessageFailed",
+        "MessageFinished", "MessageQueued", "MessageStarted", "RateLimit", "SQLiteStore", "Session", "SessionBusy",
+        "SessionClosed", "SessionLimit", "ShuttingDown", "StdioConduit", "StepFactory", "Store", "StoreCheckpoints",
+        "StoreConflict", "StoreError", "StorePaused", "ToolResultsMismatch", "TurnProcessor", "TurnStored",
+        "TurnUpdated", "current_checkpoints", "event_to_json", "open_store", "openai_app", "openai_routes",
+        "step_factory", "tune_collector"
     ],
     "session.stores": [
         "CheckpointStore", "DeletingStore", "InboxStore", "MemoryStore", "SQLiteStore", "Store", "StoreCheckpoints",
-        "StoreConflict", "StoreError", "open_store",
+        "StoreConflict", "StoreError", "open_store"
     ],
-    "session.http": ["EventLog", "EventReader", "EventsLost", "HTTPConduit", "LoggedEvent", "RateLimit", "event_to_json"],
-    "session.openai": ["openai_app", "openai_routes"],
+    "session.http": [
+        "EventLog", "EventReader", "EventsLost", "HTTPConduit", "LoggedEvent", "RateLimit", "event_to_json"
+    ],
+    "session.openai": [
+        "openai_app", "openai_routes"
+    ],
     "session.mcp": [
         "MCPConduit", "MCPConnectionError", "MCPHTTPServer", "MCPServer", "MCPStdioServer", "MCPTool", "MCPToolError",
-        "MCPTools",
+        "MCPTools"
     ],
     "sandbox": [
         "BuiltImage", "DockerSandbox", "ExecResult", "FunctionSandbox", "ImageRecipe", "Sandbox", "SandboxConfig",
-        "SandboxError", "ToolBridge", "ToolSandbox", "UnsafeLocalSandbox", "accepts_tools", "build_image", "reap",
+        "SandboxError", "ToolBridge", "ToolSandbox", "UnsafeLocalSandbox", "accepts_tools", "build_image", "reap"
     ],
-    "sandbox.testing": ["ConformanceError", "check_sandbox"],
+    "sandbox.testing": [
+        "ConformanceError", "check_sandbox"
+    ],
 }
 
 
