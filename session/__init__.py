@@ -39,8 +39,8 @@ from session._lazy import exports
 if TYPE_CHECKING:
     from session._collector import tune_collector
     from session._conduit import Conduit
-    from session._events import (Interrupted, MessageFailed, MessageFinished, MessageQueued, MessageStarted,
-                                 StorePaused, TurnStored, TurnUpdated)
+    from session._events import (ApprovalAnswered, ApprovalRequested, Interrupted, MessageFailed, MessageFinished,
+                                 MessageQueued, MessageStarted, StorePaused, TurnStored, TurnUpdated)
     from session._manager import Manager, SessionLimit, ShuttingDown, StepFactory, current_checkpoints, step_factory
     from session._session import Message, Session, SessionBusy, SessionClosed, ToolResultsMismatch, TurnProcessor
     from session._stdio import StdioConduit
@@ -52,6 +52,8 @@ if TYPE_CHECKING:
                                 StoreCheckpoints, StoreConflict, StoreError, open_store)
 
 __all__ = [
+    "ApprovalAnswered",
+    "ApprovalRequested",
     "CheckpointStore",
     "Conduit",
     "DeletingStore",
@@ -108,8 +110,8 @@ __all__ = [
 __getattr__, __dir__ = exports(__name__, {
     "session._collector": ("tune_collector",),
     "session._conduit": ("Conduit",),
-    "session._events": ("Interrupted", "MessageFailed", "MessageFinished", "MessageQueued", "MessageStarted",
-                        "StorePaused", "TurnStored", "TurnUpdated"),
+    "session._events": ("ApprovalAnswered", "ApprovalRequested", "Interrupted", "MessageFailed", "MessageFinished",
+                        "MessageQueued", "MessageStarted", "StorePaused", "TurnStored", "TurnUpdated"),
     "session._manager": ("Manager", "SessionLimit", "ShuttingDown", "StepFactory", "current_checkpoints",
                          "step_factory"),
     "session._session": ("Message", "Session", "SessionBusy", "SessionClosed", "ToolResultsMismatch", "TurnProcessor"),

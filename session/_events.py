@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import attrs
 
-from loop import Turn
+from loop import ToolCall, Turn
 
 
 @attrs.frozen
@@ -45,11 +47,13 @@ class MessageFinished:
 
 @attrs.frozen
 class MessageFailed:
-    """Processing a message raised; the conversation keeps every turn stored before the failure."""
+    """Processing a message raised; the conversation keeps every turn stored before the failure. ``guardrail``:
+    when a guardrail stopped it, ``{"check", "stage", "reason"}`` (``cognitive.GuardrailTripped.to_dict``)."""
 
     message_id: str
     error: str
     kind: str
+    guardrail: Mapping[str, str] | None = None
 
 
 @attrs.frozen
@@ -88,3 +92,30 @@ class StorePaused:
     error: str
     retry_in: float
     attempt: int
+
+
+@attrs.frozen
+class ApprovalRequested:
+    """Tool calls wait for a person's approval (``session.approve`` answers them), asked together.
+
+    ``live`` is false for calls the conversation keeps open: the run stopped there (its message finished with
+    the outcome ``pending``), and an answer resumes it, now or after a restart. It is true for calls a running
+    program waits on (a code-action program's bridged call, a call in a branch of the run): only this process can
+    answer those. No answer by ``deadline`` (seconds since the epoch) denies them."""
+
+    message_id: str | None
+    calls: tuple[ToolCall, ...]
+    deadline: float
+    live: bool = False
+
+
+@attrs.frozen
+class ApprovalAnswered:
+    """A call waiting for approval was answered: ``approved`` or not, why (``reason``), and by whom (``by``, the
+    caller's id; ``None`` when nobody said, as when the time ran out)."""
+
+    call_id: str
+    name: str
+    approved: bool
+    reason: str = ""
+    by: str | None = None

@@ -109,6 +109,9 @@ class Manager:
 
     With a store that keeps checkpoints (``CheckpointStore``), ``checkpoints`` is the store's, for a search to
     save its progress beside the conversations, and each session's runs find it with ``current_checkpoints()``.
+
+    ``deps`` are the application's dependencies every session's runs see (``loop.RunContext.deps``; a message may
+    bring its own), and ``approval_timeout`` how long tool calls wait for approval before they are denied.
     """
 
     def __init__(
@@ -122,6 +125,8 @@ class Manager:
         idle_timeout: float = 900.0,
         empty_timeout: float = 60.0,
         queue_size: int = 64,
+        deps: Any = None,
+        approval_timeout: float = 3600.0,
     ) -> None:
         _check_processor(processor)
         if isinstance(provider, str):
@@ -141,6 +146,7 @@ class Manager:
         positive_number("idle_timeout", idle_timeout, unit="seconds")
         positive_number("empty_timeout", empty_timeout, unit="seconds")
         positive_int("queue_size", queue_size)
+        positive_number("approval_timeout", approval_timeout, unit="seconds")
         self.processor = processor
         self.provider = provider
         self.store = store if store is not None else MemoryStore()
@@ -149,6 +155,8 @@ class Manager:
         self.idle_timeout = float(idle_timeout)
         self.empty_timeout = min(float(empty_timeout), self.idle_timeout)
         self.queue_size = queue_size
+        self.deps = deps
+        self.approval_timeout = float(approval_timeout)
         self._sessions: dict[str, Session] = {}
         self._group: anyio.abc.TaskGroup | None = None
         self._opening = anyio.Lock()
@@ -243,7 +251,7 @@ class Manager:
             events = EventBus()
             session = Session(session_id, step=self.make_step(self.provider, events), processor=self.processor,
                               store=self.store, state=state, events=events, queue_size=self.queue_size,
-                              waiting=resumed.waiting)
+                              waiting=resumed.waiting, deps=self.deps, approval_timeout=self.approval_timeout)
             self._sessions[session_id] = session
             self._workers[session] = anyio.Event()
             self._group.start_soon(self._serve, session)

@@ -8,12 +8,13 @@ from contextlib import nullcontext
 from typing import Any, Union
 
 from cognitive import WithOutput
-from loop import (LoopError, Options, OutputType, Part, Role, State, Text, ToolResult, ToolSpec, TurnExecutor,
-                  UsageError, Wake, external_tools, turn_options)
+from loop import (Caller, Decision, LoopError, Options, OutputType, Part, Role, State, Text, ToolResult, ToolSpec,
+                  TurnExecutor, UsageError, Wake, external_tools, turn_options)
 
 Message = Union[str, Part, Sequence[Part]]
 Processor = Callable[[TurnExecutor, State], Awaitable[State]]
 UNANSWERED = "error: not answered: the conversation went on without this call's result"
+NO_DEPS: Any = object()  # a message that names no dependencies of its own runs with its session's
 _TOOL, _USER = Role.TOOL, Role.USER  # read once per message: a global is read faster than an enum's member
 
 
@@ -36,7 +37,8 @@ class Queued:
     A text message waits as its string (checked already), and becomes its ``Text`` part when it runs: a thousand
     sessions with messages queued hold two objects fewer per message for the garbage collector to scan."""
 
-    __slots__ = ("id", "_parts", "output", "tools", "options", "result", "finished", "posted", "writing", "_done")
+    __slots__ = ("id", "_parts", "output", "tools", "options", "result", "finished", "posted", "writing", "_done",
+                 "caller", "deps", "decisions")
 
     def __init__(self, message_id: str, parts: tuple[Part, ...] | str, *, posted: bool = False,
                  output: OutputType[Any] | None = None, tools: tuple[ToolSpec, ...] = (),
@@ -51,6 +53,9 @@ class Queued:
         self.posted = posted  # it waits in the store's inbox until it is marked done
         self.writing = False  # it is being posted: the worker does not take it before it is stored
         self._done: Wake | None = None
+        self.caller: Caller | None = None  # who sent it, as the conduit it came through says
+        self.deps: Any = NO_DEPS  # the application's dependencies for its run (``NO_DEPS``: the session's)
+        self.decisions: tuple[Decision, ...] | None = None  # answers to calls waiting for approval, if it is that
 
     @property
     def parts(self) -> tuple[Part, ...]:
@@ -110,6 +115,24 @@ def message_options(output: Any, tools: Any, options: Any
     if options is not None and not isinstance(options, Options):
         raise UsageError(f"options must be loop.Options or None, got {options!r}")
     return typed, tuple(tools), options
+
+
+def checked_caller(caller: Any) -> Caller | None:
+    """``caller`` when it is a ``loop.Caller`` or ``None``, else ``UsageError``."""
+    if caller is not None and not isinstance(caller, Caller):
+        raise UsageError(f"caller takes a loop.Caller (who sent the message) or None, got {caller!r}")
+    return caller
+
+
+def checked_decisions(decisions: Any) -> tuple[Decision, ...]:
+    """``decisions`` as a non-empty tuple of ``loop.Decision``, else ``UsageError``."""
+    if isinstance(decisions, Decision):
+        return (decisions,)
+    if not isinstance(decisions, (list, tuple)) or not decisions or not all(isinstance(d, Decision)
+                                                                            for d in decisions):
+        raise UsageError(f"approve takes loop.Decision values answering the calls that wait for approval, got "
+                         f"{decisions!r}")
+    return tuple(decisions)
 
 
 def role_of(parts: tuple[Part, ...]) -> Role:

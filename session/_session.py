@@ -7,31 +7,24 @@ import secrets
 import time
 from collections import deque
 from collections.abc import Sequence
-from types import MappingProxyType
 from typing import Any
 
 import anyio
 import anyio.abc
 
 from cognitive import TurnProcessor as TurnProcessor  # re-exported: session's lazy exports name it here
-from loop import (EventBus, Options, OutputType, Role, State, ToolSpec, Turn, TurnExecutor, UsageError, Wake,
-                  main_line, tracing)
-from loop.checks import non_negative_int
-from session._events import (
-    Interrupted,
-    MessageFailed,
-    MessageFinished,
-    MessageQueued,
-    MessageStarted,
-)
-from session._groups import unwrap
-from session._mainline import (WriteLock, describe, extends, pause, persist, record_failure, store_failed,
-                               write_now)
+from loop import (Caller, Decision, EventBus, Options, OutputType, Role, State, ToolSpec, Turn, TurnExecutor,
+                  UsageError, Wake, approving, awaiting_approval, main_line, tracing)
+from loop.checks import non_negative_int, positive_number
+from session._approvals import Approvals
+from session._events import ApprovalRequested, Interrupted, MessageQueued, MessageStarted
+from session._mainline import WriteLock, persist, write_now
 from session._message import Message as Message  # re-exported: session's lazy exports name it here
-from session._message import (Queued, SessionBusy as SessionBusy, SessionClosed as SessionClosed,
-                              ToolResultsMismatch as ToolResultsMismatch, before, checked_message, message_options,
-                              message_parts, role_of, run_message)
+from session._message import (NO_DEPS, Queued, SessionBusy as SessionBusy, SessionClosed as SessionClosed,
+                              ToolResultsMismatch as ToolResultsMismatch, checked_caller, checked_decisions,
+                              checked_message, message_options, message_parts, role_of)
 from session._resume import answer_open_calls, mark_done
+from session._running import run_again, run_once, run_traced
 from session.stores._memory import MemoryStore
 from session.stores._protocol import InboxStore, Store
 
@@ -54,6 +47,10 @@ class Session:
     ``Manager`` passes those a stopped process left, see ``session._resume``). A posted message is marked
     done once its run has ended (answered or failed) and its turns are stored, or when an interrupt drops it;
     closing the session leaves the messages it had not finished waiting, for when it is next opened.
+
+    Each message runs for its ``caller`` (who sent it, as the conduit says) with the application's ``deps``
+    (the session's, or the message's own), both in the run's ``loop.RunContext``. Tool calls that need approval
+    wait for ``approve`` (see ``session._approvals``), at most ``approval_timeout`` seconds.
     """
 
     def __init__(
@@ -67,6 +64,8 @@ class Session:
         events: EventBus | None = None,
         queue_size: int = 64,
         waiting: Sequence[Turn] = (),
+        deps: Any = None,
+        approval_timeout: float = 3600.0,
     ) -> None:
         self.id = session_id
         self.step = step
@@ -76,8 +75,7 @@ class Session:
         self._stored = state if state is not None else State()
         self._queue_size = non_negative_int("queue_size", queue_size)
         # The FIFO the worker reads; ``_wake`` is set when the worker waits on an empty queue.
-        self._queue: deque[Queued] = deque(Queued(t.meta["message_id"], tuple(t.parts), posted=True)
-                                             for t in waiting)
+        self._queue: deque[Queued] = deque(_posted(t) for t in waiting)
         self._wake: Wake | None = None
         self._waiting = len(self._queue)
         self._pending: dict[str, Queued] = {item.id: item for item in self._queue}
@@ -96,6 +94,10 @@ class Session:
         self.last_active = time.monotonic()
         self.closed = False
         self.store_failing: str | None = None  # why the store failed under the message that waits for it
+        self.deps = deps
+        self.approvals = Approvals(self.events, positive_number("approval_timeout", approval_timeout,
+                                                                unit="seconds"))
+        self._awaiting = bool(awaiting_approval(self._stored))  # calls the conversation keeps open for approval
 
     @property
     def state(self) -> State:
@@ -110,40 +112,49 @@ class Session:
     # -- the caller's side --------------------------------------------------------------------------------
 
     def send(self, message: Message, *, output: Any = None, tools: Sequence[ToolSpec] = (),
-             options: Options | None = None) -> str:
+             options: Options | None = None, caller: Caller | None = None, deps: Any = NO_DEPS) -> str:
         """Queue a message, kept in memory only (see ``post``); returns its id. ``SessionBusy`` when the queue is full.
 
         A message is a user's text, or ``ToolResult`` parts answering every call a run left for the caller
         (outcome ``pending``; other results fail the message, and a user message answers them as not answered).
         ``output`` asks its run for a typed answer (the processor runs inside ``WithOutput``), ``tools`` offers
         the model tools the caller answers (``loop.external_tools``), and ``options`` are laid over every turn
-        of its run (``loop.turn_options``)."""
+        of its run (``loop.turn_options``). ``caller`` says who sent it and ``deps`` gives its run dependencies of
+        its own (see the class)."""
         if output is None and tools == () and options is None:  # the usual message: nothing to check
             item = self._enqueue(message)
         else:
             item = self._enqueue(message, *message_options(output, tools, options))
+        if caller is not None:
+            item.caller = checked_caller(caller)
+        item.deps = deps
         if self.events.has_subscribers:
             self.events.publish(MessageQueued(item.id, self._waiting - 1 + (self._current is not None)))
         return item.id
 
-    async def post(self, message: Message) -> str:
+    async def post(self, message: Message, *, caller: Caller | None = None) -> str:
         """Queue a user message durably; returns its id once the store's inbox holds it. From then on the
         message runs even if the process is killed first: when the session is next opened, in order, once.
         A message cut short by a crash runs again from its start, so its tools may see their calls twice.
 
         Raises what ``send`` raises, ``StoreError`` when the message could not be stored (it is then not queued
         either), and ``SessionClosed`` when the session closed while it was stored (it then never runs). With a
-        store that has no inbox (not an ``InboxStore``) it is ``send``."""
+        store that has no inbox (not an ``InboxStore``) it is ``send``. ``caller`` is stored with it."""
         inbox = self._inbox
         if inbox is None:
-            return self.send(message)
+            return self.send(message, caller=caller)
         if role_of(message_parts(message)) is not Role.USER:
             raise UsageError("post takes a user's message; send tool results with send or ask")
+        checked_caller(caller)
         item = self._enqueue(message)
+        item.caller = caller
         item.writing = True
+        meta: dict[str, Any] = {"message_id": item.id}
+        if caller is not None:
+            meta["caller"] = caller.to_dict()
         try:
             with anyio.CancelScope(shield=True):  # once started, the write is seen through: it may be stored
-                await inbox.post(self.id, Turn(Role.USER, item.parts, {"message_id": item.id}))
+                await inbox.post(self.id, Turn(Role.USER, item.parts, meta))
         except Exception as exc:
             self._unqueue(item, exc)
             raise
@@ -195,10 +206,14 @@ class Session:
         self._finish(item, error)
 
     async def ask(self, message: Message, *, output: Any = None, tools: Sequence[ToolSpec] = (),
-                  options: Options | None = None) -> State:
+                  options: Options | None = None, caller: Caller | None = None, deps: Any = NO_DEPS) -> State:
         """Send a message (see ``send``) and wait for the conversation it produced; its exception if processing
         failed."""
-        message_id = self.send(message, output=output, tools=tools, options=options)
+        return await self._wait(self.send(message, output=output, tools=tools, options=options, caller=caller,
+                                          deps=deps))
+
+    async def _wait(self, message_id: str) -> State:
+        """The conversation message ``message_id`` produced, once it has run; its exception if it failed."""
         item = self._pending[message_id]
         if not item.finished:
             await item.done
@@ -207,6 +222,33 @@ class Session:
         if item.result is None:
             raise SessionClosed(f"message {message_id} was dropped (the session was interrupted or closed)")
         return item.result
+
+    def approve(self, decisions: Decision | Sequence[Decision], *, caller: Caller | None = None) -> str | None:
+        """Answer calls waiting for approval (``pending_approvals``). Those a running program waits on are handed
+        to it at once; those the conversation keeps open are queued as a message that runs the approved calls,
+        answers the denied ones and resumes the run: its id is returned (``None`` when every decision was for a
+        running program). Those kept open must be decided together; when they are not, that message fails with
+        ``loop.ApprovalMismatch`` naming the difference. ``caller`` is who decided, kept with the decisions."""
+        given = checked_decisions(decisions)
+        checked_caller(caller)
+        kept = self.approvals.answer_live(given, None if caller is None else caller.id)
+        if not kept:
+            return None
+        item = self._enqueue("approval")
+        item.decisions = tuple(kept)
+        item.caller = caller
+        return item.id
+
+    async def decide(self, decisions: Decision | Sequence[Decision], *, caller: Caller | None = None) -> State:
+        """``approve``, then wait for the run it resumes (as ``ask`` does); the conversation as it stands when
+        every decision was for a running program."""
+        message_id = self.approve(decisions, caller=caller)
+        return self._stored if message_id is None else await self._wait(message_id)
+
+    def pending_approvals(self) -> tuple[ApprovalRequested, ...]:
+        """What waits for approval now: the calls the conversation keeps open, then those running programs wait
+        on."""
+        return self.approvals.pending(self._stored)
 
     def interrupt(self, *, drop_queued: bool = True) -> int:
         """Cancel the message being processed, and (by default) discard waiting ones; how many were dropped.
@@ -283,7 +325,7 @@ class Session:
         are the conversation, stored as each completes (through ``_record``); any other task's are branches."""
         queue = self._queue
         events = self.events
-        with anyio.CancelScope() as scope, main_line(recorder=self._record):
+        with anyio.CancelScope() as scope, main_line(recorder=self._record), approving(self.approvals):
             self._scope = scope
             while not scope.cancel_called:
                 if self._dropped:
@@ -298,9 +340,9 @@ class Session:
                     tracer = tracing.current_tracer()
                     base = self._stored
                     if tracer is not None:
-                        await self._traced(item, base, tracer)
-                    elif not await self._attempt(item):
-                        await self._retry(item, base)
+                        await run_traced(self, item, base, tracer)
+                    elif not await run_once(self, item):
+                        await run_again(self, item, base)
                     self._current = None
                     self.last_active = time.monotonic()
                 elif self.closed:
@@ -308,7 +350,10 @@ class Session:
                 else:
                     self._wake = wake = Wake()
                     try:
-                        await wake
+                        if not self._awaiting:
+                            await wake
+                        else:  # calls wait for approval: until a message comes, or their time is up
+                            await self._wait_for_approval(wake)
                     finally:
                         self._wake = None
         self._scope = None
@@ -324,62 +369,19 @@ class Session:
             dropped, self._dropped_by_interrupt = self._dropped_by_interrupt, 0
             self.events.publish(Interrupted(None if current is None else current.id, dropped))
 
-    async def _traced(self, item: Queued, base: State, tracer: Any) -> None:
-        """Run ``item`` (and again, see ``_retry``) inside a span."""
-        with tracing.start(tracer, "session message", {"session.id": self.id, "session.message_id": item.id}):
-            if not await self._attempt(item):
-                await self._retry(item, base)
-
-    async def _retry(self, item: Queued, base: State) -> None:
-        """The store failed under ``item``, an acknowledged message (conversation ``base`` before it): it waits,
-        and the queue behind it, in order, and runs again from its start until the store works."""
-        attempt = 1
-        await pause(self, item, attempt, base)
-        while not await self._attempt(item):
-            attempt += 1
-            await pause(self, item, attempt, base)
-
-    async def _attempt(self, item: Queued) -> bool:
-        """Run ``item`` once; ``False`` when the store failed under a posted (acknowledged) message, which must
-        then run again once the store works, rather than be reported failed."""
-        events = self.events
-        try:
-            parts = item.parts
-            asked = await self.step.submit(before(self._stored, parts), role_of(parts), *parts,
-                                           meta=MappingProxyType({"message_id": item.id}))
-            if asked is not self._stored:  # an executor of the caller's own may not record: the message is kept
-                await self._persist(asked)
-            state = await run_message(self.processor, self.step, asked, item)
-            if state is not self._stored:  # usually it is: every turn was stored as it completed
-                if not isinstance(state, State) or not extends(state, asked):
-                    raise UsageError(
-                        f"the turn processor returned {describe(state)}, which does not extend the "
-                        "conversation it was given; nothing of it was stored (a processor returns the "
-                        "state it was given with the new turns appended)")
-                await self._persist(state, rewind=True)  # it becomes the conversation
-        except Exception as raised:
-            # A processor's own task group wraps the one error that failed it: report that error.
-            exc = unwrap(raised) if isinstance(raised, ExceptionGroup) else raised
-            if item.posted and store_failed(exc) and not self.closed:
-                self.store_failing = f"{type(exc).__name__}: {exc}"
-                return False
-            _log.warning("message failed", session=self.id, message=item.id, error=repr(exc))
-            await record_failure(self, exc, item.id)
-            if item.posted:
-                await self._mark_done(item.id)
-            self.events.publish(MessageFailed(item.id, str(exc), type(exc).__name__))
-            self._finish(item, exc)
-        else:
-            self.store_failing = None
-            if item.posted:
-                await self._mark_done(item.id)
-            if events.has_subscribers:
-                outcome = state.outcome
-                status = "ok" if outcome is None else outcome.status
-                events.publish(MessageFinished(item.id, state.answer, status == "degraded",
-                                               "" if outcome is None else outcome.reason, status))
-            self._finish(item, state)
-        return True
+    async def _wait_for_approval(self, wake: Wake) -> None:
+        """Wait for ``wake``, or deny the calls waiting for approval once their time is up."""
+        deadline = self.approvals.deadline(self._stored)
+        if deadline is not None:
+            with anyio.move_on_after(deadline - time.time()):
+                await wake
+                return
+            denials = self.approvals.expired(self._stored)
+            if denials:
+                self._enqueue("approval").decisions = denials
+                return
+        self._awaiting = False
+        await wake
 
     async def _record(self, state: State) -> None:
         """The main line's recorder: store what ``state`` adds to the conversation, when it extends it (a
@@ -403,3 +405,12 @@ class Session:
                 write_now(self, memory, state, rewind=rewind)
             else:
                 await persist(self, state, rewind=rewind)
+
+
+def _posted(turn: Turn) -> Queued:
+    """A message a stopped process left in the inbox, as it was posted (with its caller, when it named one)."""
+    item = Queued(turn.meta["message_id"], tuple(turn.parts), posted=True)
+    caller = turn.meta.get("caller")
+    if caller is not None:
+        item.caller = Caller.from_dict(caller)
+    return item

@@ -16,7 +16,7 @@ PUBLIC = {
         "ApprovalMismatch", "Approver", "ArgumentChecker", "Asked", "BranchResult", "Budget", "BudgetReport",
         "CACHE_HIT", "CANCELLED", "CacheStats", "CacheStore", "Caller", "Carried", "Closable", "Decision", "Delta",
         "DeltaStream", "Deriver", "Described", "EventBus", "EventsDropped", "Executor", "Finish", "FunctionTool",
-        "GatedTool", "LoopError", "MemoryCache", "Options", "Outcome", "OutputType", "PRICES", "Part", "Price",
+        "GatedTool", "Hold", "LoopError", "MemoryCache", "Options", "Outcome", "OutputType", "PRICES", "Part", "Price",
         "Provider", "ProviderInfo", "Publisher", "Reasoning", "ReasoningDelta", "Recorder", "Request", "ResponseCache",
         "Role", "RunContext", "RunScope", "SQLiteCache", "Sampler", "Spend", "Spent", "Stamped", "State", "Step",
         "Subscription", "Text", "TextDelta", "TimedTool", "TokenCounter", "Tool", "ToolCall", "ToolCallDelta",
@@ -78,14 +78,14 @@ PUBLIC = {
         "write_json", "write_png", "write_reliability"
     ],
     "session": [
-        "CheckpointStore", "Conduit", "DeletingStore", "EventLog", "EventReader", "EventsLost", "HTTPConduit",
-        "InboxStore", "Interrupted", "LoggedEvent", "MCPConduit", "MCPConnectionError", "MCPHTTPServer", "MCPServer",
-        "MCPStdioServer", "MCPTool", "MCPToolError", "MCPTools", "Manager", "MemoryStore", "Message", "MessageFailed",
-        "MessageFinished", "MessageQueued", "MessageStarted", "RateLimit", "SQLiteStore", "Session", "SessionBusy",
-        "SessionClosed", "SessionLimit", "ShuttingDown", "StdioConduit", "StepFactory", "Store", "StoreCheckpoints",
-        "StoreConflict", "StoreError", "StorePaused", "ToolResultsMismatch", "TurnProcessor", "TurnStored",
-        "TurnUpdated", "current_checkpoints", "event_to_json", "open_store", "openai_app", "openai_routes",
-        "step_factory", "tune_collector"
+        "ApprovalAnswered", "ApprovalRequested", "CheckpointStore", "Conduit", "DeletingStore", "EventLog",
+        "EventReader", "EventsLost", "HTTPConduit", "InboxStore", "Interrupted", "LoggedEvent", "MCPConduit",
+        "MCPConnectionError", "MCPHTTPServer", "MCPServer", "MCPStdioServer", "MCPTool", "MCPToolError", "MCPTools",
+        "Manager", "MemoryStore", "Message", "MessageFailed", "MessageFinished", "MessageQueued", "MessageStarted",
+        "RateLimit", "SQLiteStore", "Session", "SessionBusy", "SessionClosed", "SessionLimit", "ShuttingDown",
+        "StdioConduit", "StepFactory", "Store", "StoreCheckpoints", "StoreConflict", "StoreError", "StorePaused",
+        "ToolResultsMismatch", "TurnProcessor", "TurnStored", "TurnUpdated", "current_checkpoints", "event_to_json",
+        "open_store", "openai_app", "openai_routes", "step_factory", "tune_collector"
     ],
     "session.stores": [
         "CheckpointStore", "DeletingStore", "InboxStore", "MemoryStore", "SQLiteStore", "Store", "StoreCheckpoints",

@@ -1,0 +1,117 @@
+"""How a session runs one message: in its caller's context, its turn appended (or the approvals it carries
+answered), the processor run on it, and how it ended published; run again while the store fails under it."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from cognitive import GuardrailTripped
+from loop import State, UsageError, answer_approvals, awaiting_approval, run_context, tracing
+from session._events import MessageFailed, MessageFinished
+from session._groups import unwrap
+from session._mainline import describe, extends, pause, record_failure, store_failed
+from session._message import NO_DEPS, Queued, before, role_of, run_message
+
+if TYPE_CHECKING:
+    from session._session import Session
+
+_log = tracing.logger("session")
+
+
+async def run_traced(session: Session, item: Queued, base: State, tracer: Any) -> None:
+    """Run ``item`` (and again, see ``run_again``) inside a span."""
+    with tracing.start(tracer, "session message", {"session.id": session.id, "session.message_id": item.id}):
+        if not await run_once(session, item):
+            await run_again(session, item, base)
+
+
+async def run_again(session: Session, item: Queued, base: State) -> None:
+    """The store failed under ``item``, an acknowledged message (conversation ``base`` before it): it waits,
+    and the queue behind it, in order, and runs again from its start until the store works."""
+    attempt = 1
+    await pause(session, item, attempt, base)
+    while not await run_once(session, item):
+        attempt += 1
+        await pause(session, item, attempt, base)
+
+
+async def run_once(session: Session, item: Queued) -> bool:
+    """Run ``item`` once; ``False`` when the store failed under a posted (acknowledged) message, which must
+    then run again once the store works, rather than be reported failed."""
+    events = session.events
+    try:
+        if item.caller is None and item.deps is NO_DEPS and session.deps is None:
+            state = await _run(session, item)
+        else:
+            with run_context(caller=item.caller, deps=session.deps if item.deps is NO_DEPS else item.deps):
+                state = await _run(session, item)
+        if state is not session._stored:  # usually it is: every turn was stored as it completed
+            await session._persist(state, rewind=True)  # it becomes the conversation
+    except Exception as raised:
+        # A processor's own task group wraps the one error that failed it: report that error.
+        exc = unwrap(raised) if isinstance(raised, ExceptionGroup) else raised
+        if item.posted and store_failed(exc) and not session.closed:
+            session.store_failing = f"{type(exc).__name__}: {exc}"
+            return False
+        _log.warning("message failed", session=session.id, message=item.id, error=repr(exc))
+        session._awaiting = bool(awaiting_approval(session._stored))
+        await record_failure(session, exc, item.id)
+        if item.posted:
+            await session._mark_done(item.id)
+        tripped = exc.to_dict() if isinstance(exc, GuardrailTripped) else None
+        session.events.publish(MessageFailed(item.id, str(exc), type(exc).__name__, tripped))
+        session._finish(item, exc)
+    else:
+        session.store_failing = None
+        if item.posted:
+            await session._mark_done(item.id)
+        outcome = state.outcome
+        if outcome is not None and outcome.status == "pending":
+            request = session.approvals.requested(state, item.id)
+            session._awaiting = request is not None
+            if request is not None:
+                events.publish(request)
+        else:
+            session._awaiting = False
+        if events.has_subscribers:
+            status = "ok" if outcome is None else outcome.status
+            events.publish(MessageFinished(item.id, state.answer, status == "degraded",
+                                           "" if outcome is None else outcome.reason, status))
+        session._finish(item, state)
+    return True
+
+
+async def _run(session: Session, item: Queued) -> State:
+    """Run ``item``: its turn appended (or the decisions it carries answered) and the processor run on it."""
+    session.approvals.message_id = item.id
+    if item.decisions is not None:
+        return await _decided(session, item)
+    parts = item.parts
+    asked = await session.step.submit(before(session._stored, parts), role_of(parts), *parts,
+                                   meta=MappingProxyType({"message_id": item.id}))
+    if asked is not session._stored:  # an executor of the caller's own may not record: the message is kept
+        await session._persist(asked)
+    return _extending(await run_message(session.processor, session.step, asked, item), asked)
+
+
+async def _decided(session: Session, item: Queued) -> State:
+    """Answer the calls the conversation keeps open for approval as ``item`` decides, and resume the run
+    (unless other calls, left for the caller, are still open)."""
+    stored, decisions = session._stored, item.decisions
+    assert decisions is not None  # a decisions message
+    waiting = awaiting_approval(stored)
+    answered = await answer_approvals(session.step, stored, decisions)
+    session.approvals.answered(waiting, decisions, None if item.caller is None else item.caller.id)
+    if answered.pending_calls:
+        return answered
+    return _extending(await run_message(session.processor, session.step, answered, item), answered)
+
+
+def _extending(state: Any, given: State) -> State:
+    """``state``, when a processor given ``given`` returned it extending it; else ``UsageError``."""
+    if state is given or (isinstance(state, State) and extends(state, given)):
+        return state
+    raise UsageError(f"the turn processor returned {describe(state)}, which does not extend the conversation it was "
+                     "given; nothing of it was stored (a processor returns the state it was given with the new "
+                     "turns appended)")
