@@ -6,6 +6,8 @@ model sees it (``NoSecrets``, ``MaxLength``), the answer before it leaves the ru
 and has the model repair an answer that holds personal data (``NoPII``, through ``WithVerification``). The step
 is wrapped in ``ToolOutputGuard(step, [NoInjection()])`` so that every tool result is checked before the model
 reads it. A tripwire raises ``GuardrailTripped``: which check, at which stage, and why, with what it found masked.
+Served by a conduit that streams (``python -m session chat`` or ``serve``), the answer is held back until the
+output check passed, so a person never reads an answer that then trips.
 
 Runs offline on a small demo model by default: a ``provider.Function`` that reads the page it is asked about,
 gives the museum's contact address in its first answer, and leaves it out once the repair report asks it to.

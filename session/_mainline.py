@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
+from cognitive import GuardrailTripped
 from loop import Role, State, Text, ToolResult, Turn, Wake, tracing
 from session._events import StorePaused, TurnStored, TurnUpdated
 from session.stores._memory import MemoryStore
@@ -84,7 +85,8 @@ async def record_failure(session: Session, exc: Exception, message_id: str) -> N
     failed = failed_conversation(session.state, exc, message_id)
     if failed is not None:
         try:
-            await session._persist(failed)
+            # an answer a guardrail stopped is rewritten in the store, never kept there as it was written
+            await session._persist(failed, rewind=isinstance(exc, GuardrailTripped))
         except Exception as error:  # the store is what failed: the message's own failure is reported anyway
             _log.warning("could not store a failed message's outcome", session=session.id, error=repr(error))
 
@@ -97,6 +99,8 @@ def failed_conversation(stored: State, exc: Exception, message_id: str) -> State
     reason = f"{type(exc).__name__}: {exc}"[:2000]
     carried = getattr(exc, "state", None)
     base = carried if isinstance(carried, State) and extends(carried, stored) else stored
+    if isinstance(exc, GuardrailTripped) and exc.stage == "output" and base is carried:
+        base = _blocked(base, exc)
     asked = next((t for t in base.reversed() if t.role is Role.USER or "message_id" in t.meta), None)
     if asked is None or asked.meta.get("message_id") != message_id:
         return None
@@ -110,6 +114,16 @@ def failed_conversation(stored: State, exc: Exception, message_id: str) -> State
             base = base.append(Role.ASSISTANT, Text(f"(no answer: the run failed with {reason})"),
                                meta={"kind": FAILURE})
     return base.with_outcome("failed", reason, path="")
+
+
+def _blocked(state: State, tripped: GuardrailTripped) -> State:
+    """``state`` with the answer an output guardrail stopped replaced by a note saying so: that answer was
+    stored as it was written, and is never to be shown (its outcome, ``failed``, stays on the note)."""
+    last = state.last
+    if last is None or last.role is not Role.ASSISTANT:
+        return state
+    note = Turn(Role.ASSISTANT, (Text(f"({tripped.notice})"),), {**last.meta, "kind": FAILURE})
+    return state.prefix(len(state) - 1).append_turn(note)
 
 
 FIRST_PAUSE = 0.5

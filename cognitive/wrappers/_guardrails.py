@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from cognitive._pattern import Pattern, check_start, check_wiring, left_open
+from cognitive.wrappers._holdback import AnswerHold
 from cognitive.wrappers._verification import WithVerification
 from loop import (Executor, LoopError, Options, Role, State, TurnMiddleware, TurnSubmitter, UsageError, has, scope,
                   tracing)
@@ -39,6 +40,15 @@ class GuardrailTripped(LoopError):
         self.reason = reason
         self.state = state
         self.results = tuple(results)
+
+    @property
+    def notice(self) -> str:
+        """What a person is shown: ``blocked by guardrail <check> (<stage>): <reason>``, the reason whole."""
+        return f"blocked by guardrail {self.check} ({self.stage.replace('_', ' ')}): {self.reason}"
+
+    def to_dict(self) -> dict[str, str]:
+        """``{"check", "stage", "reason"}``: the trip as a conduit sends it (never the text that tripped)."""
+        return {"check": self.check, "stage": self.stage, "reason": self.reason}
 
 
 def _placed(checks: Verifier | Iterable[Verifier], stage: Where, who: str) -> tuple[Verifier, ...]:
@@ -118,12 +128,18 @@ class WithGuardrails:
     returned as it is, unchecked, until it writes an answer.
 
     Tool results are checked where they arrive, before the model reads them: build ``inner`` on
-    ``ToolOutputGuard(step, [NoInjection()])``. An answer streamed to a person as it is written has been seen
-    before ``output`` checks run: serve a guarded agent without streaming. Raises ``UsageError`` without any
-    check.
+    ``ToolOutputGuard(step, [NoInjection()])``.
+
+    ``hold_back`` (with ``output`` checks): the answer's text, as the main line streams it on ``submitter``'s
+    event bus (the one a session's conduits read), is held back from the first text of a model turn until the
+    ``output`` checks pass, then sent on as it was streamed; on a trip, or any other failure, no text of it is
+    ever sent (see ``AnswerHold``). A turn that calls a tool is not the answer: its text goes out when its first
+    call streams. ``hold_back=False`` streams the answer as it is written, seen before the checks run. Raises
+    ``UsageError`` without any check.
     """
 
-    __slots__ = ("inner", "submitter", "input", "output", "repair", "max_retries", "verifier_timeout", "_run")
+    __slots__ = ("inner", "submitter", "input", "output", "repair", "max_retries", "verifier_timeout", "hold_back",
+                 "_run")
 
     def __init__(
         self,
@@ -135,8 +151,12 @@ class WithGuardrails:
         repair: Verifier | Iterable[Verifier] = (),
         max_retries: int = 2,
         verifier_timeout: float | None = 60.0,
+        hold_back: bool = True,
     ) -> None:
         check_wiring("WithGuardrails", inner, submitter)
+        if not isinstance(hold_back, bool):
+            raise UsageError(f"WithGuardrails's hold_back is True (hold the streamed answer back until the output "
+                             f"checks pass) or False, got {hold_back!r}")
         non_negative_int("max_retries", max_retries)
         positive_number("verifier_timeout", verifier_timeout, unit="seconds", optional=True)
         self.input = _placed(input, "input", "WithGuardrails's input=")
@@ -150,6 +170,7 @@ class WithGuardrails:
         self.submitter = submitter
         self.max_retries = max_retries
         self.verifier_timeout = verifier_timeout
+        self.hold_back = hold_back
         self._run: Pattern = inner if not self.repair else WithVerification(
             inner, submitter, verifiers=self.repair, max_retries=max_retries, verifier_timeout=verifier_timeout)
 
@@ -161,18 +182,29 @@ class WithGuardrails:
             ran: dict[str, dict[str, str]] = {}
             if self.input and _unanswered(state):
                 ran["input"] = await _gate("input", self.input, state, self.verifier_timeout, span)
-            state = await self._run.run(state)
-            if left_open(state):  # calls left for the caller: no answer to check yet
-                return state
-            if self.output:
-                ran["output"] = await _gate("output", self.output, state, self.verifier_timeout, span)
-            return state.with_outcome(data=ran) if ran else state
+            hold = AnswerHold.on(self.submitter) if self.output and self.hold_back else None
+            if hold is None:
+                return await self._checked(state, ran, span)
+            with hold:  # ends as failed unless the checks passed
+                state = await self._checked(state, ran, span)
+                hold.end(passed=True)
+            return state
+
+    async def _checked(self, state: State, ran: dict[str, dict[str, str]], span: Any) -> State:
+        """``inner`` (with its repairs) run on ``state``, then the ``output`` checks on its answer."""
+        state = await self._run.run(state)
+        if left_open(state):  # calls left for the caller: no answer to check yet
+            return state
+        if self.output:
+            ran["output"] = await _gate("output", self.output, state, self.verifier_timeout, span)
+        return state.with_outcome(data=ran) if ran else state
 
     def __repr__(self) -> str:
         def names(checks: tuple[Verifier, ...]) -> list[str]:
             return [c.name for c in checks]
+        held = "" if self.hold_back or not self.output else ", hold_back=False"
         return (f"WithGuardrails({self.inner!r}, input={names(self.input)}, output={names(self.output)}, "
-                f"repair={names(self.repair)}, max_retries={self.max_retries})")
+                f"repair={names(self.repair)}, max_retries={self.max_retries}{held})")
 
 
 class ToolOutputGuard(TurnMiddleware):

@@ -44,6 +44,13 @@ def _message_finished(e: MessageFinished) -> dict[str, Any]:
             "degraded": e.degraded, "reason": e.reason}
 
 
+def _message_failed(e: MessageFailed) -> dict[str, Any]:
+    data: dict[str, Any] = {"message_id": e.message_id, "error": {"type": e.kind, "message": e.error}}
+    if e.guardrail is not None:
+        data["guardrail"] = dict(e.guardrail)  # which check stopped it, at which stage, and why
+    return data
+
+
 _ENCODERS: dict[type, tuple[str, Callable[[Any], dict[str, Any]]]] = {
     TextDelta: ("text_delta", _delta),
     ReasoningDelta: ("reasoning_delta", _delta),
@@ -60,8 +67,7 @@ _ENCODERS: dict[type, tuple[str, Callable[[Any], dict[str, Any]]]] = {
     MessageQueued: ("message_queued", lambda e: {"message_id": e.message_id, "position": e.position}),
     MessageStarted: ("message_started", lambda e: {"message_id": e.message_id}),
     MessageFinished: ("message_finished", _message_finished),
-    MessageFailed: ("message_failed", lambda e: {"message_id": e.message_id,
-                                                 "error": {"type": e.kind, "message": e.error}}),
+    MessageFailed: ("message_failed", _message_failed),
     Interrupted: ("interrupted", lambda e: {"message_id": e.message_id, "dropped": e.dropped}),
     TurnStored: ("turn_stored", lambda e: {"index": e.index, "turn": e.turn.to_dict()}),
     TurnUpdated: ("turn_updated", lambda e: {"index": e.index, "turn": e.turn.to_dict()}),

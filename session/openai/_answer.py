@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-from cognitive import answer_value, left_open
+from cognitive import GuardrailTripped, answer_value, left_open
 from loop import (LoopError, OutputType, Reasoning, ReasoningDelta, Role, State, TextDelta, ToolCall, ToolFinished,
                   ToolResult, ToolStarted, Turn, TurnCompleted, TurnKind, TurnStarted, Usage)
 from loop.errors import ProviderError
@@ -42,6 +42,18 @@ class Answer:
         if calls:
             message["tool_calls"] = [_tool_call(c) for c in calls]
         return cls(message, "tool_calls" if calls else _finish(state), usage(turns))
+
+    @classmethod
+    def blocked(cls, tripped: GuardrailTripped, turns: list[Turn]) -> Answer:
+        """The answer to a request whose run a guardrail stopped, having added ``turns``: as OpenAI answers what
+        its content filter stops, a completion (not an error) whose ``finish_reason`` is "content_filter"; its
+        ``content`` is null (an answer that tripped is never shown) and its ``refusal`` says which check stopped
+        it, at which stage, and why."""
+        message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": tripped.notice}
+        trace = "".join(f"{line}\n" for line in trace_lines(turns, tripped.state, outcome=False))
+        if trace:
+            message["reasoning_content"] = trace
+        return cls(message, "content_filter", usage(turns))
 
 
 def _tool_call(call: ToolCall) -> dict[str, Any]:
@@ -125,8 +137,9 @@ def degraded_line(state: State) -> str:
     return f"{outcome.status if outcome is not None else 'degraded'}: {reason or 'the run stopped early'}"
 
 
-def trace_lines(turns: list[Turn], state: State) -> list[str]:
-    """The ``reasoning_content`` lines for what ``turns`` hold, as the stream would have sent them."""
+def trace_lines(turns: list[Turn], state: State, *, outcome: bool = True) -> list[str]:
+    """The ``reasoning_content`` lines for what ``turns`` hold, as the stream would have sent them, and a line
+    for an outcome that is not ok (unless not ``outcome``)."""
     lines = []
     handed = {c.id for c in state.pending_calls}  # left for the client: its tool_calls, not its trace
     for turn in turns:
@@ -137,7 +150,7 @@ def trace_lines(turns: list[Turn], state: State) -> list[str]:
             lines += [_result_line(r) for r in turn.tool_results]
         elif turn.kind == TurnKind.VERIFICATION:
             lines.append(_report_line(turn))
-    if not_ok(state):
+    if outcome and not_ok(state):
         lines.append(degraded_line(state))
     return lines
 

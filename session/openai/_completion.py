@@ -15,6 +15,7 @@ import anyio.lowlevel
 import anyio.to_thread
 from starlette.responses import Response
 
+from cognitive import GuardrailTripped
 from loop import Role, State, Subscription, Turn, tracing
 from session._events import MessageFailed, MessageFinished, MessageQueued, MessageStarted
 from session._serving import json_text
@@ -207,6 +208,10 @@ class Completion:
         result: Answer | OpenAIError
         if run.state is None and self._stopping():
             result = shutting_down()
+        elif isinstance(run.error, GuardrailTripped):  # answered as OpenAI answers what its filter stops
+            _log.info("chat completion stopped by a guardrail", session=self.session.id, check=run.error.check,
+                      stage=run.error.stage)
+            result = Answer.blocked(run.error, run.turns(run.error.state))
         elif run.error is not None or run.state is None:
             result = self._fail(run.error if run.error is not None else RuntimeError("the run did not finish"))
         else:
@@ -269,11 +274,14 @@ class Completion:
             await emit(body(b"data: [DONE]\n\n" if result.code == "server_shutting_down" else b"", more=False))
             return
         state = self.run.state
-        assert state is not None  # a run with an answer has a state
-        for delta in deltas.answer(result.message["content"]):
-            await emit(body(self._chunk(delta)))
-        if not_ok(state):
-            await emit(body(self._chunk(deltas.line(degraded_line(state)))))
+        if result.finish_reason == "content_filter":  # a guardrail stopped the run: its refusal, no content
+            await emit(body(self._chunk({"refusal": result.message["refusal"]})))
+        else:
+            assert state is not None  # a run with an answer has a state
+            for delta in deltas.answer(result.message["content"]):
+                await emit(body(self._chunk(delta)))
+            if not_ok(state):
+                await emit(body(self._chunk(deltas.line(degraded_line(state)))))
         if "tool_calls" in result.message:
             await emit(body(self._chunk(stream_tool_calls(result.message["tool_calls"]))))
         await emit(body(self._chunk({}, result.finish_reason)))

@@ -25,9 +25,9 @@ import logging
 import structlog
 
 from loop import tracing
-from tests.benchmarks import (bench_context, bench_mcp, bench_peoatr, bench_planning, bench_prompt_cache,
-                              bench_response_cache, bench_runs, bench_sandbox, bench_search, bench_session, bench_state,
-                              bench_tools, bench_turn, bench_verify, bench_wire)
+from tests.benchmarks import (bench_context, bench_guardrails, bench_mcp, bench_peoatr, bench_planning,
+                              bench_prompt_cache, bench_response_cache, bench_runs, bench_sandbox, bench_search,
+                              bench_session, bench_state, bench_tools, bench_turn, bench_verify, bench_wire)
 from tests.benchmarks._harness import Figure, render_table
 
 BENCHMARKS: dict[str, Callable[..., list[Figure]]] = {
@@ -46,6 +46,7 @@ BENCHMARKS: dict[str, Callable[..., list[Figure]]] = {
     "search": bench_search.run,
     "prompt_cache": bench_prompt_cache.run,
     "response_cache": bench_response_cache.run,
+    "guardrails": bench_guardrails.run,
 }
 
 
