@@ -30,7 +30,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from loop._context import current_run_context
+from loop._context import Caller, current_run_context
 from loop._parts import Role, ToolCall, ToolResult
 from loop._protocols import ToolSpec
 from loop._state import State
@@ -126,21 +126,31 @@ def require_approval(tools: Tool | Iterable[Tool], *, when: Gate = True) -> list
     return [_Gated(t, gate) for t in index_tools(tools, "given to require_approval").values()]
 
 
-_APPROVER: ContextVar[Approver | None] = ContextVar("cognitive_loop.approver", default=None)
+_APPROVER: ContextVar[tuple[Approver | None, bool]] = ContextVar("cognitive_loop.approver", default=(None, True))
 
 
 def current_approver() -> Approver | None:
     """The approver of the run this code is part of (``None`` outside ``approving``)."""
-    return _APPROVER.get()
+    return _APPROVER.get()[0]
+
+
+def asks_on_main_line() -> bool:
+    """Whether the run's approver decides main-line calls too (``approving(..., keep_open=False)``)."""
+    approver, keep_open = _APPROVER.get()
+    return approver is not None and not keep_open
 
 
 @contextlib.contextmanager
-def approving(approver: Approver | Callable[..., Any] | None) -> Iterator[None]:
+def approving(approver: Approver | Callable[..., Any] | None, *, keep_open: bool = True) -> Iterator[None]:
     """Run the block with ``approver`` deciding, live, the calls that need approval where the conversation's
-    main line cannot leave them open (``None``: nobody; such calls are denied)."""
+    main line cannot leave them open (``None``: nobody; such calls are denied). With ``keep_open=False`` it
+    decides the main line's calls too, even where they could be kept open for later (a conduit with a policy
+    of its own, or a person it can ask at once)."""
     if approver is not None and not callable(approver):
         raise UsageError(f"approving takes an async function (calls) -> decisions, or None; got {approver!r}")
-    token = _APPROVER.set(approver)
+    if not isinstance(keep_open, bool):
+        raise UsageError(f"approving(keep_open=...) takes True or False, got {keep_open!r}")
+    token = _APPROVER.set((approver, keep_open))
     try:
         yield
     finally:
@@ -209,13 +219,15 @@ def approval_data(calls: Sequence[ToolCall]) -> dict[str, Any]:
     return {"calls": [c.id for c in calls], "asked_at": time.time()}
 
 
-async def answer_approvals(executor: Any, state: State, decisions: Iterable[Decision]) -> State:
+async def answer_approvals(executor: Any, state: State, decisions: Iterable[Decision], *,
+                           by: Caller | None = None) -> State:
     """``state`` with the calls waiting for approval answered as ``decisions`` say: the approved ones run
     through ``executor``'s tool pipeline (an ``Executor``'s, as a turn's calls do), the denied ones get an error
     result with the reason. The results are one tool turn, submitted (recorded on a session's main line) with
-    the decisions in its meta under ``"approvals"`` (with who decided, the run's caller). Run the pattern again
-    on the state it returns to go on. ``ApprovalMismatch`` when the decisions do not answer exactly the calls
-    that wait."""
+    the decisions in its meta under ``"approvals"`` with who decided (``by``, else the run's caller). The
+    approved calls run in the current run context: run this as the caller who asked, not as the one who
+    approves, so that tools and policies see the asker. Run the pattern again on the state it returns to go on.
+    ``ApprovalMismatch`` when the decisions do not answer exactly the calls that wait."""
     waiting = awaiting_approval(state)
     if not waiting:
         raise ApprovalMismatch("no tool call of this conversation is waiting for approval")
@@ -228,7 +240,9 @@ async def answer_approvals(executor: Any, state: State, decisions: Iterable[Deci
     for call in waiting:
         decision = given[call.id]
         results.append(ran[call.id] if decision.approved else denial(call, decision.reason))
-    caller = current_run_context().caller
+    if by is not None and not isinstance(by, Caller):
+        raise UsageError(f"answer_approvals(by=...) takes the loop.Caller who decided, got {by!r}")
+    caller = by if by is not None else current_run_context().caller
     record = {c.id: {"approved": given[c.id].approved, "reason": given[c.id].reason,
                      "by": None if caller is None else caller.id} for c in waiting}
     answered: State = await submitter.submit(state, Role.TOOL, *results, meta={"approvals": record})

@@ -12,7 +12,7 @@ import attrs
 from loop._spend import _TURNS, Spend, charge_usage, exhausted_error, take
 from loop._events import EventBus, TurnCompleted, TurnFailed, TurnStarted
 from loop._accumulate import Accumulator
-from loop._approval import APPROVAL, approval_data, current_approver
+from loop._approval import APPROVAL, approval_data, asks_on_main_line, current_approver
 from loop._executor import Transform, has, provider_info
 from loop._outcome import PENDING
 from loop._parts import Part, Role, ToolCall, ToolResult, Usage
@@ -232,8 +232,8 @@ class Step:
         names = {spec.name for spec in external}
         theirs = tuple(c for c in calls if c.name in names)
         asked: tuple[ToolCall, ...] = ()
-        if self._pipeline.gated and scope.on_main_line and (scope.recorder is not None
-                                                            or current_approver() is None):
+        if (self._pipeline.gated and scope.on_main_line and not asks_on_main_line()
+                and (scope.recorder is not None or current_approver() is None)):
             asked = self._pipeline.needing_approval([c for c in calls if c.name not in names])
         if not theirs and not asked:
             return None

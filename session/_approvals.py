@@ -26,6 +26,25 @@ def timed_out(timeout: float) -> str:
     return f"no answer within {timeout:g} seconds"
 
 
+def deadline_of(state: State, timeout: float) -> float | None:
+    """When the calls ``state`` keeps open for approval are denied, ``timeout`` seconds after they were asked
+    (seconds since the epoch); ``None`` when none wait."""
+    if not awaiting_approval(state):
+        return None
+    at = asked_at(state)
+    return (time.time() if at is None else at) + timeout
+
+
+def kept_request(state: State, timeout: float, message_id: str | None = None) -> ApprovalRequested | None:
+    """The request for the calls ``state`` keeps open for approval, if any."""
+    calls = awaiting_approval(state)
+    if not calls:
+        return None
+    deadline = deadline_of(state, timeout)
+    assert deadline is not None  # calls wait
+    return ApprovalRequested(message_id, calls, deadline)
+
+
 class _Asked:
     """Calls a running program waits on, and the decisions given so far."""
 
@@ -52,19 +71,11 @@ class Approvals:
     def deadline(self, state: State) -> float | None:
         """When the calls ``state`` keeps open for approval are denied (seconds since the epoch); ``None`` when
         none wait."""
-        if not awaiting_approval(state):
-            return None
-        at = asked_at(state)
-        return (time.time() if at is None else at) + self.timeout
+        return deadline_of(state, self.timeout)
 
     def requested(self, state: State, message_id: str | None) -> ApprovalRequested | None:
         """The request for the calls ``state`` keeps open, if any."""
-        calls = awaiting_approval(state)
-        if not calls:
-            return None
-        deadline = self.deadline(state)
-        assert deadline is not None  # calls wait
-        return ApprovalRequested(message_id, calls, deadline)
+        return kept_request(state, self.timeout, message_id)
 
     def pending(self, state: State) -> tuple[ApprovalRequested, ...]:
         """Every request waiting now: the kept one of ``state`` first, then the live ones, oldest first."""

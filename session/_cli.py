@@ -101,6 +101,18 @@ def step_maker(module: Any) -> StepFactory:
     return step_factory(getattr(module, "TOOLS", ()))
 
 
+def deps_of(module: Any) -> Any:
+    """What the module's ``make_deps()`` returns, if it has one: the application's dependencies every run sees
+    (``loop.RunContext.deps``); else ``None``."""
+    make = getattr(module, "make_deps", None)  # a module's own hook, as make_step is
+    if make is None:
+        return None
+    if not callable(make):
+        raise UsageError(f"{module.__name__}.make_deps must be a function returning the agent's dependencies, "
+                         f"got {make!r}")
+    return make()
+
+
 def _count(text: str) -> int:
     try:
         count = int(text)
@@ -214,6 +226,9 @@ def parser() -> argparse.ArgumentParser:
                          help="memory://, or sqlite:///path.db relative to the working directory, or "
                               "sqlite:////abs/path.db (four slashes) for an absolute path; the folder must exist "
                               f"(default {DEFAULT_STORE})")
+        cmd.add_argument("--approval-timeout", type=_seconds, default="3600", metavar="SECONDS",
+                         help="how long tool calls that need approval wait for an answer before they are denied "
+                              "(default 3600)")
         if name == "chat":
             cmd.add_argument("--session", metavar="ID",
                              help="the conversation's id: resumed if the store holds it, else started under it")
@@ -228,6 +243,10 @@ def parser() -> argparse.ArgumentParser:
             cmd.add_argument("--token-file", type=_token_file, metavar="PATH",
                              help="read the bearer token from the first line of this file")
             _limit_flags(cmd, name)
+        if name == "serve":
+            cmd.add_argument("--openai-approvals", choices=("deny", "allow"), default="deny",
+                             help="what the OpenAI-compatible API does with tool calls that need approval, since "
+                                  "its clients cannot be asked: deny them (default) or allow them")
         if name == "mcp":
             cmd.add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp instead of stdio")
             cmd.add_argument("--tool", default="ask", help="the name of the agent's tool (default: ask)")
@@ -240,6 +259,7 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
 
     module, factory = load_factory(args.factory)
     make_step = step_maker(module)
+    deps = deps_of(module)
     provider = choose_provider(module, args.provider, say)
     try:
         check_factory(args.factory, factory, make_step, provider)
@@ -248,7 +268,8 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
         await _close(provider)
         raise
     try:
-        manager = Manager(new_turn_processor(factory), provider=provider, store=store, make_step=make_step)
+        manager = Manager(new_turn_processor(factory), provider=provider, store=store, make_step=make_step,
+                          deps=deps, approval_timeout=args.approval_timeout)
         async with manager:
             tune_collector()  # everything alive now lives as long as the process
             if args.command == "chat":
@@ -285,7 +306,7 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
                                       max_conversation_bytes=args.max_conversation_bytes,
                                       header_timeout=args.header_timeout, body_timeout=args.body_timeout,
                                       allowed_hosts=args.allowed_hosts, cors_origins=args.cors_origins,
-                                      shutdown_timeout=args.shutdown_grace)
+                                      shutdown_timeout=args.shutdown_grace, openai_approvals=args.openai_approvals)
                 await serve_until_signalled(manager, conduit.serve, lambda url: say(
                     f"serving on {url}: sessions under /sessions, OpenAI-compatible API under /v1, "
                     f"OpenAPI at /openapi.json{'' if token else ' (no token: this machine only)'}"))

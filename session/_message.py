@@ -8,7 +8,7 @@ from contextlib import nullcontext
 from typing import Any, Union
 
 from cognitive import WithOutput
-from loop import (Caller, Decision, LoopError, Options, OutputType, Part, Role, State, Text, ToolResult, ToolSpec,
+from loop import (Approver, Caller, Decision, LoopError, Options, OutputType, Part, Role, State, Text, ToolResult, ToolSpec,
                   TurnExecutor, UsageError, Wake, external_tools, turn_options)
 
 Message = Union[str, Part, Sequence[Part]]
@@ -38,7 +38,7 @@ class Queued:
     sessions with messages queued hold two objects fewer per message for the garbage collector to scan."""
 
     __slots__ = ("id", "_parts", "output", "tools", "options", "result", "finished", "posted", "writing", "_done",
-                 "caller", "deps", "decisions")
+                 "caller", "deps", "decisions", "approver")
 
     def __init__(self, message_id: str, parts: tuple[Part, ...] | str, *, posted: bool = False,
                  output: OutputType[Any] | None = None, tools: tuple[ToolSpec, ...] = (),
@@ -56,6 +56,7 @@ class Queued:
         self.caller: Caller | None = None  # who sent it, as the conduit it came through says
         self.deps: Any = NO_DEPS  # the application's dependencies for its run (``NO_DEPS``: the session's)
         self.decisions: tuple[Decision, ...] | None = None  # answers to calls waiting for approval, if it is that
+        self.approver: Approver | None = None  # decides its run's calls that need approval, live (see ``send``)
 
     @property
     def parts(self) -> tuple[Part, ...]:

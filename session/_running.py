@@ -3,11 +3,13 @@ answered), the processor run on it, and how it ended published; run again while 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from contextlib import nullcontext
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from cognitive import GuardrailTripped
-from loop import State, UsageError, answer_approvals, awaiting_approval, run_context, tracing
+from loop import Caller, Role, State, UsageError, answer_approvals, approving, awaiting_approval, run_context, tracing
 from session._events import MessageFailed, MessageFinished
 from session._groups import unwrap
 from session._mainline import describe, extends, pause, record_failure, store_failed
@@ -41,10 +43,11 @@ async def run_once(session: Session, item: Queued) -> bool:
     then run again once the store works, rather than be reported failed."""
     events = session.events
     try:
-        if item.caller is None and item.deps is NO_DEPS and session.deps is None:
+        if item.caller is None and item.deps is NO_DEPS and session.deps is None and item.approver is None:
             state = await _run(session, item)
         else:
-            with run_context(caller=item.caller, deps=session.deps if item.deps is NO_DEPS else item.deps):
+            with run_context(caller=item.caller, deps=session.deps if item.deps is NO_DEPS else item.deps), \
+                    approving(item.approver, keep_open=False) if item.approver is not None else nullcontext():
                 state = await _run(session, item)
         if state is not session._stored:  # usually it is: every turn was stored as it completed
             await session._persist(state, rewind=True)  # it becomes the conversation
@@ -88,24 +91,37 @@ async def _run(session: Session, item: Queued) -> State:
     if item.decisions is not None:
         return await _decided(session, item)
     parts = item.parts
+    meta = {"message_id": item.id} if item.caller is None else {"message_id": item.id,
+                                                                 "caller": item.caller.to_dict()}
     asked = await session.step.submit(before(session._stored, parts), role_of(parts), *parts,
-                                   meta=MappingProxyType({"message_id": item.id}))
+                                      meta=MappingProxyType(meta))
     if asked is not session._stored:  # an executor of the caller's own may not record: the message is kept
         await session._persist(asked)
     return _extending(await run_message(session.processor, session.step, asked, item), asked)
 
 
 async def _decided(session: Session, item: Queued) -> State:
-    """Answer the calls the conversation keeps open for approval as ``item`` decides, and resume the run
-    (unless other calls, left for the caller, are still open)."""
+    """Answer the calls the conversation keeps open for approval as ``item`` decides, and resume the run (unless
+    other calls, left for the caller, are still open). The run resumes as the caller who asked, not as the one
+    who decided (``item.caller``, kept with the decisions)."""
     stored, decisions = session._stored, item.decisions
     assert decisions is not None  # a decisions message
     waiting = awaiting_approval(stored)
-    answered = await answer_approvals(session.step, stored, decisions)
-    session.approvals.answered(waiting, decisions, None if item.caller is None else item.caller.id)
-    if answered.pending_calls:
-        return answered
-    return _extending(await run_message(session.processor, session.step, answered, item), answered)
+    with run_context(caller=asker(stored)):
+        answered = await answer_approvals(session.step, stored, decisions, by=item.caller)
+        session.approvals.answered(waiting, decisions, None if item.caller is None else item.caller.id)
+        if answered.pending_calls:
+            return answered
+        return _extending(await run_message(session.processor, session.step, answered, item), answered)
+
+
+def asker(state: State) -> Caller | None:
+    """Who sent the conversation's latest message, as the session stored it with the message."""
+    for turn in state.reversed():
+        if turn.role is Role.USER:
+            caller = turn.meta.get("caller")
+            return Caller.from_dict(caller) if isinstance(caller, Mapping) else None
+    return None
 
 
 def _extending(state: Any, given: State) -> State:

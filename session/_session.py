@@ -13,7 +13,7 @@ import anyio
 import anyio.abc
 
 from cognitive import TurnProcessor as TurnProcessor  # re-exported: session's lazy exports name it here
-from loop import (Caller, Decision, EventBus, Options, OutputType, Role, State, ToolSpec, Turn, TurnExecutor,
+from loop import (Approver, Caller, Decision, EventBus, Options, OutputType, Role, State, ToolSpec, Turn, TurnExecutor,
                   UsageError, Wake, approving, awaiting_approval, main_line, tracing)
 from loop.checks import non_negative_int, positive_number
 from session._approvals import Approvals
@@ -112,7 +112,8 @@ class Session:
     # -- the caller's side --------------------------------------------------------------------------------
 
     def send(self, message: Message, *, output: Any = None, tools: Sequence[ToolSpec] = (),
-             options: Options | None = None, caller: Caller | None = None, deps: Any = NO_DEPS) -> str:
+             options: Options | None = None, caller: Caller | None = None, deps: Any = NO_DEPS,
+             approver: Approver | None = None) -> str:
         """Queue a message, kept in memory only (see ``post``); returns its id. ``SessionBusy`` when the queue is full.
 
         A message is a user's text, or ``ToolResult`` parts answering every call a run left for the caller
@@ -120,14 +121,19 @@ class Session:
         ``output`` asks its run for a typed answer (the processor runs inside ``WithOutput``), ``tools`` offers
         the model tools the caller answers (``loop.external_tools``), and ``options`` are laid over every turn
         of its run (``loop.turn_options``). ``caller`` says who sent it and ``deps`` gives its run dependencies of
-        its own (see the class)."""
+        its own (see the class). ``approver`` decides, as they come, the calls of its run that need approval,
+        instead of the conversation keeping them open (a conduit whose client cannot be asked later)."""
+        if caller is not None:
+            checked_caller(caller)
+        if approver is not None and not callable(approver):
+            raise UsageError(f"approver takes an async function (calls) -> decisions, got {approver!r}")
         if output is None and tools == () and options is None:  # the usual message: nothing to check
             item = self._enqueue(message)
         else:
             item = self._enqueue(message, *message_options(output, tools, options))
-        if caller is not None:
-            item.caller = checked_caller(caller)
+        item.caller = caller
         item.deps = deps
+        item.approver = approver
         if self.events.has_subscribers:
             self.events.publish(MessageQueued(item.id, self._waiting - 1 + (self._current is not None)))
         return item.id
@@ -206,11 +212,12 @@ class Session:
         self._finish(item, error)
 
     async def ask(self, message: Message, *, output: Any = None, tools: Sequence[ToolSpec] = (),
-                  options: Options | None = None, caller: Caller | None = None, deps: Any = NO_DEPS) -> State:
+                  options: Options | None = None, caller: Caller | None = None, deps: Any = NO_DEPS,
+                  approver: Approver | None = None) -> State:
         """Send a message (see ``send``) and wait for the conversation it produced; its exception if processing
         failed."""
         return await self._wait(self.send(message, output=output, tools=tools, options=options, caller=caller,
-                                          deps=deps))
+                                          deps=deps, approver=approver))
 
     async def _wait(self, message_id: str) -> State:
         """The conversation message ``message_id`` produced, once it has run; its exception if it failed."""
@@ -237,6 +244,8 @@ class Session:
         item = self._enqueue("approval")
         item.decisions = tuple(kept)
         item.caller = caller
+        if self.events.has_subscribers:
+            self.events.publish(MessageQueued(item.id, self._waiting - 1 + (self._current is not None)))
         return item.id
 
     async def decide(self, decisions: Decision | Sequence[Decision], *, caller: Caller | None = None) -> State:

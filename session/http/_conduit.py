@@ -23,6 +23,7 @@ from session.http._guards import (ERROR_HANDLERS, OPENAI_PREFIX, BearerAuth, Bod
 from session.http._origin import SameSite, check_hosts, check_origins
 from session.http._routes import OPEN_PATHS, SessionRoutes
 from session.openai._app import openai_routes
+from session.openai._policy import check_policy
 from session.openai._errors import unauthorized as openai_unauthorized
 
 __all__ = ["HTTPConduit"]
@@ -71,6 +72,10 @@ class HTTPConduit:
     (``allowed_hosts``; by default, serving a loopback address, the loopback names; else any), a request from
     another origin is refused (403) unless that origin is in ``cors_origins`` (CORS is off by default), and a
     body must be sent as JSON (415 otherwise).
+
+    Tool calls that need approval wait for a person on the session routes (``/sessions/{id}/approvals``); under
+    ``/v1``, whose clients cannot be asked, ``openai_approvals`` decides them: ``"deny"`` (the default) or
+    ``"allow"``.
     """
 
     def __init__(
@@ -92,8 +97,10 @@ class HTTPConduit:
         allowed_hosts: Sequence[str] | None = None,
         cors_origins: Sequence[str] = (),
         max_conversation_bytes: int | None = DEFAULT_MAX_CONVERSATION_BYTES,
+        openai_approvals: str = "deny",
     ) -> None:
         self.tokens = _check_tokens(token)
+        self.openai_approvals = check_policy(openai_approvals)
         if not isinstance(host, str) or not host:
             raise UsageError(f"host must be a host name or address, got {host!r}")
         if self.tokens is None and not allow_no_token:
@@ -158,7 +165,7 @@ class HTTPConduit:
         if self.openai_model is not None:
             routes += openai_routes(api.manager, model_name=self.openai_model, session_key=api.key, on_open=api.opened,
                                     max_body_bytes=self.max_body_bytes, keepalive=self.keepalive, quota=api.quota,
-                                    body_timeout=self.body_timeout)
+                                    body_timeout=self.body_timeout, approvals=self.openai_approvals)
         middleware = [Middleware(RequestLog),
                       Middleware(SameSite, allowed_hosts=self.allowed_hosts, cors_origins=self.cors_origins),
                       Middleware(BearerAuth, tokens=self.tokens, open_paths=OPEN_PATHS,

@@ -159,6 +159,32 @@ OPENAPI: dict[str, Any] = {
                           "400": _error("'after' or 'limit' is not a whole number in its range."), **_SESSION,
                           **_READS},
         }},
+        "/sessions/{id}/approvals": {
+            "get": {
+                "operationId": "pendingApprovals",
+                "summary": "The tool calls waiting for a person's approval: those the conversation keeps open (they "
+                           "survive a restart) and those a running program waits on ('live').",
+                "parameters": [_SESSION_ID],
+                "responses": {"200": _json("What waits, oldest first.", "Approvals"), **_SESSION, **_READS},
+            },
+            "post": {
+                "operationId": "answerApprovals",
+                "summary": "Approve or deny calls waiting for approval. Approved calls run, denied ones get an error "
+                           "result the model reads, and the run resumes; calls a running program waits on are "
+                           "answered at once (message_id null). No answer within the server's approval timeout "
+                           "denies them.",
+                "parameters": [_SESSION_ID],
+                "requestBody": _body("ApprovalsIn", required=True),
+                "responses": {
+                    "202": _json("The decisions were taken; follow the resumed run on the event stream.",
+                                 "ApprovalsTaken"),
+                    **_SESSION, **_POST, **_OPENS,
+                    "409": _error("A decision names a call that is not waiting for approval (not_waiting)."),
+                    "422": _error("'decisions' is malformed, or does not decide every call the conversation keeps "
+                                  "open together (invalid_decisions)."),
+                },
+            },
+        },
         "/sessions/{id}/events": {"get": {
             "operationId": "events",
             "summary": "The session's events as server-sent events, from the start or after an event id.",
@@ -257,6 +283,29 @@ OPENAPI: dict[str, Any] = {
                 "message_id": {"type": "string"},
                 "position": {"type": "integer", "minimum": 0,
                              "description": "Messages ahead of this one, counting the one running."}}},
+            "Approvals": {"type": "object", "required": ["approvals"], "properties": {"approvals": {
+                "type": "array", "items": _ref("ApprovalRequest")}}},
+            "ApprovalRequest": {"type": "object", "required": ["calls", "deadline", "live"], "properties": {
+                "message_id": {"type": ["string", "null"]},
+                "calls": {"type": "array", "minItems": 1, "items": _ref("ToolCallPart")},
+                "deadline": {"type": "number", "description": "When they are denied unanswered, in seconds since "
+                                                              "the epoch."},
+                "live": {"type": "boolean", "description": "true: a running program waits on them; false: the "
+                                                           "conversation keeps them open, across restarts."}}},
+            "ToolCallPart": {"type": "object", "required": ["type", "id", "name", "arguments"], "properties": {
+                "type": {"const": "tool_call"}, "id": {"type": "string"}, "name": {"type": "string"},
+                "arguments": {"type": "string", "description": "The arguments as the model wrote them (JSON)."}}},
+            "ApprovalsIn": {"type": "object", "required": ["decisions"], "properties": {"decisions": {
+                "type": "array", "minItems": 1, "maxItems": 256, "items": {
+                    "type": "object", "required": ["call_id", "approved"], "properties": {
+                        "call_id": {"type": "string", "minLength": 1},
+                        "approved": {"type": "boolean"},
+                        "reason": {"type": "string", "maxLength": 2000,
+                                   "description": "Why; the model reads it with a denial."}}}}}},
+            "ApprovalsTaken": {"type": "object", "required": ["message_id"], "properties": {
+                "message_id": {"type": ["string", "null"],
+                               "description": "The message that runs the approved calls and resumes the run; null "
+                                              "when every decision answered a running program."}}},
             "InterruptIn": {"type": "object", "properties": {
                 "drop_queued": {"type": "boolean", "default": True,
                                 "description": "Also discard the messages waiting behind it."}}},

@@ -8,6 +8,8 @@ Routes (every one but ``/healthz`` and ``/openapi.json`` needs ``Authorization: 
     POST   /sessions/{id}/interrupt         200 {"dropped"}               cancel the current message
     GET    /sessions/{id}/turns             200 {"turns","next"}          a page of the stored conversation
     GET    /sessions/{id}/events            200 text/event-stream         every event, resumable by Last-Event-ID
+    GET    /sessions/{id}/approvals         200 {"approvals"}             tool calls waiting for approval
+    POST   /sessions/{id}/approvals         202 {"message_id"}            approve or deny them (``_approvals``)
     GET    /openapi.json, GET /healthz
     POST   /v1/chat/completions, GET /v1/models    the OpenAI-compatible API (see ``session.openai``)
 
@@ -55,23 +57,19 @@ from session._events import MessageQueued
 from session._manager import Manager
 from session._serving import DEFAULT_MAX_CONVERSATION_BYTES, MAX_JSON_DEPTH, json_depth, lone_surrogate, utf8_json
 from session._session import Session
+from session.http._approvals import ApprovalRoutes, caller_of
 from session.http._eventlog import EventLog, EventReader, EventsLost, time_ids
 from session.http._guards import Problem
 from session.http._history import OFF_LOOP_CHARS, fitting, page_chunks, page_number, sent, text_size, utf8_size
 from session.http._openapi import MAX_EVENT_ID, MAX_PAGE_SIZE, OPENAPI, PAGE_SIZE
 from session.http._streamed import Streamed
-from session.http._wire import dumps
+from session.http._wire import dumps, json_response as _json
 from session.openai._errors import OpenAIError
 
 _log = tracing.logger("session.http")
 OPEN_PATHS = ("/healthz", "/openapi.json")
 _EVENT_ID = re.compile(r"[0-9]{1,18}")
 MAX_NAME = 200  # the longest session id a client may use (the manager's id adds the owner's namespace)
-
-
-def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    # A line each: shell walkthroughs print one reply after another, and each stays on a line of its own.
-    return Response(dumps(data) + "\n", status, headers, media_type="application/json")
 
 
 def _frame(item: Any) -> str:
@@ -148,6 +146,7 @@ class SessionRoutes:
             Route(f"{session}/interrupt", self.interrupt, methods=["POST"]),
             Route(f"{session}/turns", self.turns, methods=["GET"]),
             Route(f"{session}/events", self.events, methods=["GET"]),
+            *ApprovalRoutes(self).routes(),
         ]
 
     def close(self) -> None:
@@ -317,7 +316,7 @@ class SessionRoutes:
         # store (its inbox) before the 202 goes out: it runs even if the process is killed first.
         try:
             with session.events.subscribe(buffer=None) as probe:
-                message_id = await session.post(text)
+                message_id = await session.post(text, caller=caller_of(request))
                 queued = [e for e in probe.drain() if isinstance(e, MessageQueued) and e.message_id == message_id]
         except BaseException:
             if owned.size is not None:  # not stored after all

@@ -11,14 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from starlette.responses import Response
+
 from loop import (BudgetReport, Delta, EventsDropped, Finish, ReasoningDelta, TextDelta, ToolCallDelta, ToolFinished,
                   ToolStarted, TurnCompleted, TurnFailed, TurnStarted, UsageDelta)
 from loop.codec import delta_to_dict, part_to_dict
-from session._events import (Interrupted, MessageFailed, MessageFinished, MessageQueued, MessageStarted,
-                             StorePaused, TurnStored, TurnUpdated)
+from session._events import (ApprovalAnswered, ApprovalRequested, Interrupted, MessageFailed, MessageFinished,
+                             MessageQueued, MessageStarted, StorePaused, TurnStored, TurnUpdated)
 from session._serving import json_text
 
-__all__ = ["EVENT_TYPES", "dumps", "event_to_json"]
+__all__ = ["EVENT_TYPES", "dumps", "event_to_json", "json_response"]
 
 _MAX_REPR = 2000
 
@@ -51,6 +53,13 @@ def _message_failed(e: MessageFailed) -> dict[str, Any]:
     return data
 
 
+def approval_requested(e: ApprovalRequested) -> dict[str, Any]:
+    """An approval request: its calls (id, tool name, arguments as the model wrote them), when they are denied
+    unanswered, and whether a running program waits on them (``live``) or the conversation keeps them."""
+    return {"message_id": e.message_id, "calls": [part_to_dict(c) for c in e.calls], "deadline": e.deadline,
+            "live": e.live}
+
+
 _ENCODERS: dict[type, tuple[str, Callable[[Any], dict[str, Any]]]] = {
     TextDelta: ("text_delta", _delta),
     ReasoningDelta: ("reasoning_delta", _delta),
@@ -73,6 +82,9 @@ _ENCODERS: dict[type, tuple[str, Callable[[Any], dict[str, Any]]]] = {
     TurnUpdated: ("turn_updated", lambda e: {"index": e.index, "turn": e.turn.to_dict()}),
     StorePaused: ("store_paused", lambda e: {"message_id": e.message_id, "error": e.error, "retry_in": e.retry_in,
                                              "attempt": e.attempt}),
+    ApprovalRequested: ("approval_requested", approval_requested),
+    ApprovalAnswered: ("approval_answered", lambda e: {"call_id": e.call_id, "name": e.name, "approved": e.approved,
+                                                       "reason": e.reason, "by": e.by}),
     BudgetReport: ("budget_report", lambda e: {"budget": e.budget, "spent": e.spent.to_dict(),
                                                "by_path": {p: s.to_dict() for p, s in e.by_path.items()},
                                                "exhausted": e.exhausted}),
@@ -115,3 +127,8 @@ def dumps(data: Any) -> str:
     """``data`` as one line of JSON text; values JSON cannot hold (odd meta) are sent as their repr. The text
     is always valid UTF-8: a lone surrogate in a string is sent as its ``\\u`` escape (see ``json_text``)."""
     return json_text(data, default=_fallback)
+
+
+def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    """A JSON response, on a line of its own: shell walkthroughs print one reply after another."""
+    return Response(dumps(data) + "\n", status, headers, media_type="application/json")

@@ -107,7 +107,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from loop import EventBus, LoopError, ToolRunner, UsageError, has, tracing
+from loop import Caller, EventBus, LoopError, ToolRunner, UsageError, has, tracing
 from loop.checks import positive_int, positive_number
 from session._bearer import BearerAuth, TokenQuota
 from session._manager import Manager, SessionLimit, ShuttingDown
@@ -116,6 +116,7 @@ from session._session import Session
 from session._message import ToolResultsMismatch, before
 from session.openai._answer import failure, shutting_down
 from session.openai._completion import SESSION_HEADER, Completion
+from session.openai._policy import policy_approver
 from session.openai._errors import client_closed, unauthorized
 from session.openai._replay import KEY_HEADER, Replay, Replays
 from session.stores import DeletingStore
@@ -131,8 +132,8 @@ def openai_routes(manager: Manager, *, model_name: str = "agent", keep_conversat
                   max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, session_access: SessionAccess | None = None,
                   session_key: SessionKey | None = None, on_open: SessionOpened | None = None,
                   keepalive: float = 15.0, quota: TokenQuota | None = None,
-                  body_timeout: float = 30.0, retry_grace: float = 30.0, idempotency_ttl: float = 600.0
-                  ) -> list[Route]:
+                  body_timeout: float = 30.0, retry_grace: float = 30.0, idempotency_ttl: float = 600.0,
+                  approvals: str = "deny") -> list[Route]:
     """The routes of the OpenAI-compatible API over ``manager`` (see the module docstring for the semantics).
 
     ``model_name`` is the one model listed and accepted. ``session_access(request, session_id)`` (sync or
@@ -145,13 +146,14 @@ def openai_routes(manager: Manager, *, model_name: str = "agent", keep_conversat
     opened through it, for the request's token. A request's body must arrive within ``body_timeout`` seconds.
     A stream quiet for ``keepalive`` seconds (a long tool call) gets an SSE comment, so
     proxies do not close it. A request with an ``X-Request-Id`` keeps its answer ``idempotency_ttl`` seconds for
-    retries, and a run whose client left waits ``retry_grace`` seconds for a retry before it is stopped. The
-    manager must be entered (``async with manager:``) while requests are served.
+    retries, and a run whose client left waits ``retry_grace`` seconds for a retry before it is stopped. Tool
+    calls that need approval are decided by ``approvals``: ``"deny"`` or ``"allow"`` (see ``session.openai._policy``).
+    The manager must be entered (``async with manager:``) while requests are served.
     """
     endpoint = _Endpoint(manager, model_name=model_name, keep_conversations=keep_conversations,
                          max_body_bytes=max_body_bytes, session_access=session_access, session_key=session_key,
                          on_open=on_open, keepalive=keepalive, quota=quota, body_timeout=body_timeout,
-                         retry_grace=retry_grace, idempotency_ttl=idempotency_ttl)
+                         retry_grace=retry_grace, idempotency_ttl=idempotency_ttl, approvals=approvals)
     return [
         Route("/v1/chat/completions", endpoint.create, methods=["POST"]),
         Route("/v1/models", endpoint.models, methods=["GET"]),
@@ -189,7 +191,7 @@ class _Endpoint:
     def __init__(self, manager: Manager, *, model_name: str, keep_conversations: bool, max_body_bytes: int,
                  session_access: SessionAccess | None, session_key: SessionKey | None,
                  on_open: SessionOpened | None, keepalive: float, quota: TokenQuota | None,
-                 body_timeout: float, retry_grace: float, idempotency_ttl: float) -> None:
+                 body_timeout: float, retry_grace: float, idempotency_ttl: float, approvals: str = "deny") -> None:
         if not callable(getattr(manager, "open", None)):
             raise UsageError(f"openai_routes needs a session Manager, got {manager!r}")
         if not isinstance(model_name, str) or not model_name:
@@ -206,6 +208,7 @@ class _Endpoint:
         if on_open is not None and not callable(on_open):
             raise UsageError(f"on_open must be a function (session_id, session), got {on_open!r}")
         self.manager = manager
+        self.approver = policy_approver(approvals)
         self.model_name = model_name
         self.keep_conversations = bool(keep_conversations)
         self.max_body_bytes = max_body_bytes
@@ -253,7 +256,8 @@ class _Endpoint:
             if isinstance(error, OpenAIError):
                 return error.response()
             raise
-        completion = Completion(self, session, chat, name=name, fresh=fresh, entry=entry)
+        owner = getattr(request.state, "owner", "anonymous")
+        completion = Completion(self, session, chat, name=name, fresh=fresh, entry=entry, caller=Caller(owner, owner))
         return completion if chat.stream else await completion.respond(request.receive)
 
     def agent_tools(self) -> frozenset[str]:

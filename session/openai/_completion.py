@@ -16,7 +16,7 @@ import anyio.to_thread
 from starlette.responses import Response
 
 from cognitive import GuardrailTripped
-from loop import Role, State, Subscription, Turn, tracing
+from loop import Approver, Caller, Role, State, Subscription, Turn, tracing
 from session._events import MessageFailed, MessageFinished, MessageQueued, MessageStarted
 from session._serving import json_text
 from session._session import Session
@@ -37,9 +37,12 @@ _log = tracing.logger("session.openai")
 class _Run:
     """A request's message sent to a session, followed through the session's events to its outcome."""
 
-    def __init__(self, session: Session, chat: ChatRequest) -> None:
+    def __init__(self, session: Session, chat: ChatRequest, caller: Caller | None = None,
+                 approver: Approver | None = None) -> None:
         self.session = session
         self.chat = chat
+        self.caller = caller  # who sent it: the request's token
+        self.approver = approver  # decides the run's calls that need approval (the endpoint's policy)
         self.events: Subscription | None = None
         self.message_id: str | None = None
         self.running = False  # the session is processing this message now
@@ -61,7 +64,8 @@ class _Run:
             task_status.started()
             try:
                 self.state = await self.session.ask(chat.message, output=chat.output, tools=chat.tools,
-                                                    options=chat.options)
+                                                    options=chat.options, caller=self.caller,
+                                                    approver=self.approver)
                 self.over = True
             except Exception as exc:
                 self.error = exc
@@ -110,7 +114,7 @@ class Completion:
     run over before it is stopped."""
 
     def __init__(self, endpoint: _Endpoint, session: Session, chat: ChatRequest, *, name: str, fresh: bool,
-                 entry: Entry | None = None) -> None:
+                 entry: Entry | None = None, caller: Caller | None = None) -> None:
         # ``fresh``: a session for this request alone, named after the completion; else the one the client
         # names ``name`` (the session's own id may be that name in a namespace: see ``session_key``).
         self.endpoint = endpoint
@@ -120,7 +124,7 @@ class Completion:
         self.entry = entry
         self.id = name if fresh else "chatcmpl-" + secrets.token_urlsafe(18)
         self.created = int(time.time())
-        self.run = _Run(session, chat)
+        self.run = _Run(session, chat, caller, endpoint.approver)
         self.finished = False  # the whole answer went out
         self.client_gone = False
         self.abandoned = False  # the client left and the run was stopped for it

@@ -201,6 +201,27 @@ async def test_a_posted_message_keeps_its_caller_across_a_restart(tmp_path: Path
     assert session.state.answer == "result: ada on no db"
 
 
+async def test_the_approved_call_runs_for_the_caller_who_asked_and_records_who_decided() -> None:
+    @tool(needs_approval=True)
+    async def whoami_gated(context: RunContext[Any]) -> str:
+        """Who is asking, once approved."""
+        return "nobody" if context.caller is None else context.caller.id
+
+    def asks(request: Request) -> Any:
+        last = request.turns[-1]
+        if last.role.value == "tool":
+            return f"result: {last.parts[0].content}"  # type: ignore[union-attr]
+        return tool_call("whoami_gated", {}, id="g1")
+
+    async with Manager(new_turn_processor(react_factory), provider=Function(asks),
+                       make_step=step_factory([whoami_gated])) as m:
+        session = await m.open("s1")
+        await session.ask("who am I?", caller=Caller("ada", "shop"))
+        final = await session.decide([Decision.approve("g1")], caller=Caller("grace", "shop"))
+    assert final.answer == "result: ada", "an approver's rights never leak into the run they approve"
+    assert final[-2].meta["approvals"]["g1"]["by"] == "grace"
+
+
 async def test_a_message_without_approval_needs_publishes_no_request() -> None:
     async with manager() as m:
         session = await m.open("s1")
