@@ -39,6 +39,7 @@ from tests.provider.wire.llama_server import LlamaServer
 from tests.provider.wire.server import WireServer
 
 HERE, WALKTHROUGHS = "test_docs_shell.py", "test_docs_walkthroughs.py"
+CONTROL = "test_docs_control.py::test_the_control_walkthrough_approves_a_refund_over_http"
 CHAT_ON_OPENAI = f"{HERE}::test_a_chat_on_openai_answers_through_the_endpoint"
 LOCAL_MODEL = f"{HERE}::test_the_first_agent_chats_with_a_local_model"
 SERVE_AND_CURL = f"{WALKTHROUGHS}::test_the_serve_walkthrough_answers_curl_and_the_openai_client"
@@ -55,7 +56,7 @@ SH_COVERAGE = {  # a marker naming one documented command (see shell.names) -> t
     # http.md
     "serve examples.quickstart:make_agent --host 127.0.0.1 --port 8000": SERVE_AND_CURL,
     "ID=$(curl": SERVE_AND_CURL,
-    "/sessions/$ID/messages": SERVE_AND_CURL,
+    """-d '{"text": "What is 2 + 3?"}'""": SERVE_AND_CURL,
     "/sessions/$ID/events": SERVE_AND_CURL,
     # index.md
     "python -m session chat agent:make_agent": f"{HERE}::test_the_first_agent_chats_on_its_demo_model",
@@ -73,6 +74,11 @@ SH_COVERAGE = {  # a marker naming one documented command (see shell.names) -> t
     "build-image --force": NETWORK_PARSED,
     "--mirror http://your.mirror/debian": NETWORK_PARSED,
     "--image python:3.12-slim": NETWORK_PARSED,
+    # control.md (the serve line is the README's too)
+    "serve examples.approvals:make_agent --store sqlite:///refunds.db --port 8000": CONTROL,
+    "/sessions/$ID/approvals": CONTROL,
+    "/sessions/$ID/turns": CONTROL,
+    "Please refund order 42.": CONTROL,
     # sessions.md
     "python -m session chat examples.quickstart:make_agent":
         f"{WALKTHROUGHS}::test_the_chat_walkthrough_answers_two_questions",
