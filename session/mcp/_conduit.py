@@ -9,6 +9,10 @@ A client cancelling its call interrupts the agent. A call in flight when the man
 down, ``Manager.stop``) is answered with a tool error saying so; over HTTP, shutting down stops accepting
 connections, then waits (``shutdown_timeout``) for the calls in flight to be answered before the MCP sessions end.
 
+The conversation runs for the client as its ``loop.Caller`` (the bearer token's owner over HTTP, the local user
+over stdio), and tool calls that need approval are put to the client as an elicitation, during the call or, from
+protocol version 2026-07-28, through an ``input_required`` round trip (``session.mcp._approvals``).
+
 Over stdio the protocol owns stdout: while serving, the SDK points file descriptor 1 at stderr, so stray
 prints and logs cannot corrupt it (the command line also sends structlog to stderr). Over streamable HTTP it
 serves ``path`` (``/mcp``) with uvicorn on asyncio or Hypercorn on trio and, like ``HTTPConduit``, requires a
@@ -18,6 +22,8 @@ a server do (``session.mcp._auth``: protected resource metadata, and 401 challen
 
 from __future__ import annotations
 
+import functools
+import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from collections.abc import AsyncIterator
@@ -30,12 +36,15 @@ from mcp.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
-from loop import LoopError, Role, State, ToolFinished, TurnCompleted, UsageError, tracing
+from loop import (Caller, LoopError, Role, State, ToolCall, ToolFinished, TurnCompleted, UsageError, awaiting_approval,
+                  tracing)
 from loop.checks import positive_int, positive_number
 from provider import is_loopback
 from session._manager import Manager, ShuttingDown
 from session._serving import DEFAULT_MAX_BODY_BYTES, listen, serve_asgi
+from session._events import ApprovalRequested
 from session._session import Session
+from session.mcp._approvals import Asked, answer_of, asks_by_retry, boundary, caller_of, can_elicit, decisions, elicit
 from session.mcp._auth import ProtectedResource
 
 _log = tracing.logger("session.mcp")
@@ -43,6 +52,8 @@ DESCRIPTION = ("Ask an AI agent. Send a complete, self-contained request in 'mes
                "(it may use its own tools) and answers in text. Each call is a new conversation.")
 _SHUTTING_DOWN = ("the server is shutting down: the agent was stopped before it finished (its work so far is "
                   "lost); call again once the server is back")
+_GONE = ("the tool calls this answer is for no longer wait for approval (they were answered, or their time ran "
+         "out); call again to start over")
 Report = Callable[[float, "float | None", "str | None"], Awaitable[None]]
 
 
@@ -114,7 +125,9 @@ class MCPConduit:
         if not isinstance(manager, Manager):
             raise UsageError(f"MCPConduit serves a session Manager, got {manager!r}")
         agent = _AgentTool(manager, self.tool, self.description)
-        return Server(self.name, version="0.1.0", on_list_tools=agent.list_tools, on_call_tool=agent.call_tool)
+        server = Server(self.name, version="0.1.0", on_list_tools=agent.list_tools, on_call_tool=agent.call_tool)
+        server.middleware.append(boundary(self.name, manager.approval_timeout))  # seals an approval's round trip
+        return server
 
     async def serve(self, manager: Manager, *, task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED
                     ) -> None:
@@ -193,28 +206,55 @@ class _AgentTool:
             "additionalProperties": False,
         }
         self.spec = types.Tool(name=name, description=description, input_schema=schema)
+        self.answering: set[str] = set()  # the conversations calls run now (a retry must not take one over)
 
     async def list_tools(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[self.spec])
 
-    async def call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(self, ctx: Any, params: types.CallToolRequestParams
+                        ) -> types.CallToolResult | types.InputRequiredResult:
         if params.name != self.name:
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
         arguments: Mapping[str, Any] = params.arguments or {}
         message = arguments.get("message")
         if not isinstance(message, str) or not message.strip() or set(arguments) - {"message"}:
             return _failure("the tool takes one argument, 'message': a non-empty string")
+        caller = caller_of(ctx)
+        asked = None
+        if params.request_state is not None:  # the client's answer to the approval its call asked for
+            try:
+                asked = Asked.from_state(params.request_state)
+            except ValueError as exc:
+                return _failure(f"the call cannot go on: {exc}")
+            if not asked.session.startswith(f"{caller.namespace}:"):  # sealed for this caller: never, but cheap
+                return _failure("the call cannot go on: its conversation is another caller's")
+            if asked.session in self.answering:
+                return _failure("this call's approval is being answered already")
         try:
-            session = await self.manager.open()
+            # A new conversation lives in the caller's namespace, as the HTTP conduit keys a token's sessions.
+            session = await self.manager.open(f"{caller.namespace}:{secrets.token_urlsafe(18)}" if asked is None
+                                              else asked.session)
         except ShuttingDown:
             return _failure(_SHUTTING_DOWN)
         except LoopError as exc:
             return _failure(f"the agent cannot take the call: {exc}")
+        self.answering.add(session.id)
+        outcome: State | Exception | tuple[ToolCall, ...] | None = None
         try:
-            outcome = await _ask(session, message, ctx.session.report_progress)
+            if asked is None:
+                outcome = await _run(session, functools.partial(session.ask, message, caller=caller), ctx, caller)
+            elif not session.busy and tuple(c.id for c in awaiting_approval(session.state)) == asked.calls:
+                given = decisions(awaiting_approval(session.state), answer_of(params.input_responses))
+                outcome = await _run(session, functools.partial(session.decide, given, caller=caller), ctx, caller)
         finally:
+            self.answering.discard(session.id)
             with anyio.CancelScope(shield=True):  # a cancelled call interrupts the agent
-                await self.manager.close(session.id)
+                # Stopped before the client's retry can open the conversation again, when it waits for one.
+                await self.manager.close(session.id, wait=isinstance(outcome, tuple))
+        if outcome is None:  # the calls the answer is for wait no more
+            return _failure(_GONE)
+        if isinstance(outcome, tuple):  # calls wait for the client's approval: it calls again with its answer
+            return Asked(session.id, tuple(c.id for c in outcome)).result(outcome)
         if isinstance(outcome, Exception) and self.manager.stopping:
             return _failure(_SHUTTING_DOWN)
         if isinstance(outcome, Exception):
@@ -230,19 +270,46 @@ class _AgentTool:
         return types.CallToolResult(content=[types.TextContent(type="text", text=answer)])
 
 
-async def _ask(session: Session, message: str, report: Report) -> State | Exception:
-    """Ask ``message``, reporting progress meanwhile; the conversation, or the exception processing raised."""
-    with session.events.subscribe(buffer=None, main_line=True) as events:
+async def _run(session: Session, start: Callable[[], Awaitable[State]], ctx: Any, caller: Caller
+               ) -> State | Exception | tuple[ToolCall, ...]:
+    """Run ``start`` (the message, or the decisions resuming it), reporting progress and asking the client about
+    the calls that need approval meanwhile; the conversation, the exception processing raised, or the calls the
+    conversation keeps waiting for a client that answers by calling again (see ``session.mcp._approvals``)."""
+    later = asks_by_retry(ctx) and can_elicit(ctx)
+    with session.events.subscribe(buffer=None, main_line=True) as events, \
+            session.events.subscribe(buffer=None) as everything:
         async with anyio.create_task_group() as group:
-            group.start_soon(_progress, events, report)
-            result: State | Exception
+            group.start_soon(_progress, events, ctx.session.report_progress)
+            group.start_soon(_answer_live, everything, session, ctx, caller)
+            result: State | Exception | tuple[ToolCall, ...]
             try:
-                result = await session.ask(message)
+                state = await start()
+                while (calls := awaiting_approval(state)) and not later:
+                    state = await session.decide(await elicit(ctx, calls), caller=caller)
+                result = calls or state
             except Exception as exc:
                 result = exc
             finally:
                 events.close()  # the reporter sends what is buffered, then ends
+                everything.close()
     return result
+
+
+async def _answer_live(events: Any, session: Session, ctx: Any, caller: Caller) -> None:
+    """Ask the client about each set of calls a running program waits on, as they come, until the run ends."""
+    async with anyio.create_task_group() as group:
+        async for event in events:
+            if isinstance(event, ApprovalRequested) and event.live:
+                group.start_soon(_approve_live, session, ctx, caller, event.calls)
+        group.cancel_scope.cancel()  # the run is over: nothing waits for those answers any more
+
+
+async def _approve_live(session: Session, ctx: Any, caller: Caller, calls: tuple[ToolCall, ...]) -> None:
+    given = await elicit(ctx, calls)
+    waiting = {c.id for request in session.pending_approvals() if request.live for c in request.calls}
+    given = [d for d in given if d.call_id in waiting]  # not those the time ran out for meanwhile
+    if given:
+        session.approve(given, caller=caller)
 
 
 async def _progress(events: Any, report: Report) -> None:
