@@ -16,7 +16,8 @@ from loop._events import (
     TurnFailed,
     TurnStarted,
 )
-from loop._approval import (Approver, Decision, GatedTool, answer_approvals, approving, awaiting_approval,
+from loop._approval import (Approver, Decision, GatedTool, answer_approvals, approval_asked_at, approving,
+                            awaiting_approval,
                             current_approver, require_approval)
 from loop._argcheck import ArgumentChecker
 from loop._ask import Asked, ask
@@ -149,6 +150,7 @@ __all__ = [
     "Wake",
     "add_turn",
     "answer_approvals",
+    "approval_asked_at",
     "approving",
     "approx_tokens",
     "as_completed",

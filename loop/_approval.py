@@ -206,7 +206,7 @@ def awaiting_approval(state: State) -> tuple[ToolCall, ...]:
     return tuple(c for c in state.pending_calls if c.id in ids)
 
 
-def asked_at(state: State) -> float | None:
+def approval_asked_at(state: State) -> float | None:
     """When ``state``'s calls waiting for approval were left open (seconds since the epoch), if it says."""
     outcome = state.outcome
     asked = outcome.data.get(APPROVAL) if outcome is not None else None

@@ -16,8 +16,7 @@ from collections.abc import Iterable, Sequence
 
 import anyio
 
-from loop import Decision, EventBus, State, ToolCall, awaiting_approval
-from loop._approval import asked_at
+from loop import Carried, Decision, EventBus, State, ToolCall, approval_asked_at, awaiting_approval
 from session._events import ApprovalAnswered, ApprovalRequested
 
 
@@ -31,7 +30,7 @@ def deadline_of(state: State, timeout: float) -> float | None:
     (seconds since the epoch); ``None`` when none wait."""
     if not awaiting_approval(state):
         return None
-    at = asked_at(state)
+    at = approval_asked_at(state)
     return (time.time() if at is None else at) + timeout
 
 
@@ -60,12 +59,15 @@ class _Asked:
 class Approvals:
     """The approvals of one session: its live asks, its ``timeout``, and the events it publishes on ``events``."""
 
-    __slots__ = ("events", "timeout", "message_id", "_live")
+    __slots__ = ("events", "timeout", "message_id", "main", "_live")
 
     def __init__(self, events: EventBus, timeout: float) -> None:
         self.events = events
         self.timeout = timeout
         self.message_id: str | None = None  # the message running now, named on live requests
+        # The worker's main line, entered to publish: a request from a branch or a program's bridged call is the
+        # conversation's own news, for every conduit following the main line.
+        self.main: Carried | None = None
         self._live: dict[str, _Asked] = {}  # by call id
 
     def deadline(self, state: State) -> float | None:
@@ -96,13 +98,21 @@ class Approvals:
             return ()
         return tuple(Decision.deny(c.id, timed_out(self.timeout)) for c in awaiting_approval(state))
 
+    def publish(self, event: ApprovalRequested | ApprovalAnswered) -> None:
+        """Publish ``event`` as the conversation's main line does."""
+        main = self.main
+        if main is None:
+            self.events.publish(event)
+        else:
+            with main:
+                self.events.publish(event)
+
     def answered(self, calls: Sequence[ToolCall], decisions: Iterable[Decision], by: str | None) -> None:
         """Publish ``decisions`` on ``calls``."""
-        bus = self.events
         names = {c.id: c.name for c in calls}
         for decision in decisions:
-            bus.publish(ApprovalAnswered(decision.call_id, names.get(decision.call_id, ""), decision.approved,
-                                         decision.reason, by))
+            self.publish(ApprovalAnswered(decision.call_id, names.get(decision.call_id, ""), decision.approved,
+                                          decision.reason, by))
 
     def answer_live(self, decisions: Sequence[Decision], by: str | None) -> list[Decision]:
         """Hand the decisions on calls a running program waits on to it; the others, in order."""
@@ -124,7 +134,7 @@ class Approvals:
         for call in calls:
             self._live[call.id] = asked
         try:
-            self.events.publish(ApprovalRequested(self.message_id, calls, asked.deadline, live=True))
+            self.publish(ApprovalRequested(self.message_id, calls, asked.deadline, live=True))
             with anyio.move_on_after(self.timeout):
                 await asked.done.wait()
         finally:

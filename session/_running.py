@@ -107,9 +107,10 @@ async def _decided(session: Session, item: Queued) -> State:
     stored, decisions = session._stored, item.decisions
     assert decisions is not None  # a decisions message
     waiting = awaiting_approval(stored)
+    if sorted(c.id for c in waiting) == sorted(d.call_id for d in decisions):  # else answer_approvals says why
+        session.approvals.answered(waiting, decisions, None if item.caller is None else item.caller.id)
     with run_context(caller=asker(stored)):
         answered = await answer_approvals(session.step, stored, decisions, by=item.caller)
-        session.approvals.answered(waiting, decisions, None if item.caller is None else item.caller.id)
         if answered.pending_calls:
             return answered
         return _extending(await run_message(session.processor, session.step, answered, item), answered)

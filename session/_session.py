@@ -14,7 +14,7 @@ import anyio.abc
 
 from cognitive import TurnProcessor as TurnProcessor  # re-exported: session's lazy exports name it here
 from loop import (Approver, Caller, Decision, EventBus, Options, OutputType, Role, State, ToolSpec, Turn, TurnExecutor,
-                  UsageError, Wake, approving, awaiting_approval, main_line, tracing)
+                  UsageError, Wake, approving, awaiting_approval, carry, main_line, tracing)
 from loop.checks import non_negative_int, positive_number
 from session._approvals import Approvals
 from session._events import ApprovalRequested, Interrupted, MessageQueued, MessageStarted
@@ -336,6 +336,7 @@ class Session:
         events = self.events
         with anyio.CancelScope() as scope, main_line(recorder=self._record), approving(self.approvals):
             self._scope = scope
+            self.approvals.main = carry()
             while not scope.cancel_called:
                 if self._dropped:
                     await self._mark_done()
