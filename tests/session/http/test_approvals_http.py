@@ -10,7 +10,7 @@ import anyio
 import httpx
 import pytest
 
-from loop import Request, Role, RunContext, tool
+from loop import Request, Role, RunContext, branch, tool
 from provider import Function, tool_call
 from session._bearer import owner_of
 from tests.session.http.helpers import OTHER, SSE, TOKEN, on_socket
@@ -167,3 +167,26 @@ async def test_the_openai_api_decides_approvals_by_the_servers_policy(policy: st
     else:
         assert content.startswith("result: error: the user denied this call: the OpenAI-compatible endpoint cannot")
         assert paid == []
+
+
+async def test_a_live_request_from_a_branch_reaches_the_stream_and_is_answered_at_once() -> None:
+    async def side_run(step: Any, state: Any) -> Any:
+        with branch("side"):
+            await step.turn(state)  # a branch's calls cannot be kept in the conversation: they wait live
+        return state
+
+    async with on_socket(Function(model), tools=[pay], processor=side_run) as server:
+        client = server.client()
+        sid = await open_session(client)
+        async with client.stream("GET", f"/sessions/{sid}/events") as response:
+            stream = SSE(response)
+            await client.post(f"/sessions/{sid}/messages", json={"text": "pay Ada"})
+            request = (await frames_until(stream, "approval_requested"))[-1].data
+            assert request["live"] is True
+            listed = (await client.get(f"/sessions/{sid}/approvals")).json()["approvals"]
+            assert [r["live"] for r in listed] == [True]
+            answered = await client.post(f"/sessions/{sid}/approvals",
+                                         json={"decisions": [{"call_id": "p1", "approved": True}]})
+            assert answered.status_code == 202 and answered.json() == {"message_id": None}
+            await frames_until(stream, "message_finished")
+    assert paid == [("Ada", 250, owner_of(TOKEN))]
