@@ -12,7 +12,7 @@ import attrs
 from loop._spend import _TURNS, Spend, charge_usage, exhausted_error, take
 from loop._events import EventBus, TurnCompleted, TurnFailed, TurnStarted
 from loop._accumulate import Accumulator
-from loop._approval import APPROVAL, approval_data, asks_on_main_line, current_approver
+from loop._left_open import left_open, offered
 from loop._executor import Transform, has, provider_info
 from loop._outcome import PENDING
 from loop._parts import Part, Role, ToolCall, ToolResult, Usage
@@ -192,7 +192,8 @@ class Step:
                              "several")
         budgets = scope.budgets
         external = scope.external if scope.external and scope.on_main_line else ()
-        turn, passed = await self._respond(state, opts, scope, self._offered(external) if external else self._specs)
+        turn, passed = await self._respond(state, opts, scope,
+                                           offered(self._specs, self._pipeline, external) if external else self._specs)
         state = state.append_turn(turn)
         recorder = scope.main_recorder if scope.recorder is not None else None
         calls = turn.tool_calls
@@ -207,51 +208,18 @@ class Step:
                 await recorder(state)
             return state
         if (external or self._pipeline.gated) and opts.tool_choice != "none":
-            left = self._left_open(calls, external, scope)
+            left = left_open(self._pipeline, calls, external, scope)
             if left is not None:
-                theirs, reason, data = left
-                own = tuple(c for c in calls if c not in theirs)
+                own = tuple(c for c in calls if c not in left.calls)
                 if own:
-                    state = await self._answer_calls(state, own, opts, scope, recorder, passed, theirs)
+                    state = await self._answer_calls(state, own, opts, scope, recorder, passed, left.calls)
                 elif budgets:
                     self._follow(scope, state)
-                state = (state.with_outcome(PENDING, reason) if data is None
-                         else state.with_outcome(PENDING, reason, data=data, path=APPROVAL))
+                state = left.mark(state)
                 if recorder is not None:
                     await recorder(state)
                 return state
         return await self._answer_calls(state, calls, opts, scope, recorder, passed)
-
-    def _left_open(self, calls: tuple[ToolCall, ...], external: tuple[ToolSpec, ...], scope: RunScope
-                   ) -> tuple[tuple[ToolCall, ...], str, dict[str, Any] | None] | None:
-        """The calls a main-line turn leaves open, why, and the outcome data saying which wait for approval;
-        ``None`` when it runs them all. The caller's own tools' calls (``external``) are left to the caller;
-        calls needing approval are left open for a person on a recorded line (a session's, which keeps them
-        to be answered later), and on a script's main line with no approver to ask; elsewhere the pipeline asks
-        the run's approver as they run."""
-        names = {spec.name for spec in external}
-        theirs = tuple(c for c in calls if c.name in names)
-        asked: tuple[ToolCall, ...] = ()
-        if (self._pipeline.gated and scope.on_main_line and not asks_on_main_line()
-                and (scope.recorder is not None or current_approver() is None)):
-            asked = self._pipeline.needing_approval([c for c in calls if c.name not in names])
-        if not theirs and not asked:
-            return None
-        reasons = []
-        if theirs:
-            reasons.append(f"left for the caller to answer: {', '.join(c.name for c in theirs)}")
-        if asked:
-            reasons.append(f"waiting for approval: {', '.join(c.name for c in asked)}")
-        left = tuple(c for c in calls if c in theirs or c in asked)
-        return left, "; ".join(reasons), approval_data(asked) if asked else None
-
-    def _offered(self, external: tuple[ToolSpec, ...]) -> tuple[ToolSpec, ...]:
-        """This step's tools and the caller's ``external`` ones, which must not share a name."""
-        clash = [spec.name for spec in external if self._pipeline.find(spec.name) is not None]
-        if clash:
-            raise UsageError(f"external tools share names with this step's own tools: {', '.join(map(repr, clash))}; "
-                             "the model could not tell them apart")
-        return self._specs + external
 
     async def _answer_calls(self, state: State, calls: tuple[ToolCall, ...], opts: Options, scope: RunScope,
                             recorder: Recorder | None, passed: Spend | None,

@@ -1,16 +1,21 @@
-"""How a session runs one message: in its caller's context, its turn appended (or the approvals it carries
-answered), the processor run on it, and how it ended published; run again while the store fails under it."""
+"""How a session's worker runs: messages in order, each in its caller's context, its turn appended (or the
+approvals it carries answered), the processor run on it, and how it ended published; a message runs again while
+the store fails under it, and calls left waiting for approval are denied when their time is up."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from contextlib import nullcontext
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from cognitive import GuardrailTripped
-from loop import Caller, Role, State, UsageError, answer_approvals, approving, awaiting_approval, run_context, tracing
-from session._events import MessageFailed, MessageFinished
+from loop import (Caller, Role, State, UsageError, Wake, answer_approvals, approving, awaiting_approval, carry,
+                  main_line, run_context, tracing)
+from session._events import Interrupted, MessageFailed, MessageFinished, MessageStarted
 from session._groups import unwrap
 from session._mainline import describe, extends, pause, record_failure, store_failed
 from session._message import NO_DEPS, Queued, before, role_of, run_message
@@ -19,6 +24,75 @@ if TYPE_CHECKING:
     from session._session import Session
 
 _log = tracing.logger("session")
+
+
+async def serve_until_interrupted(session: Session) -> None:
+    """Process messages in order as they come, until the session is closed or interrupted. They share one
+    cancel scope (``interrupt`` cancels it); a cancelled scope serves no further message, so after an
+    interrupt the worker comes back here with a fresh one. They share one main line too: this task's turns
+    are the conversation, stored as each completes (through its ``_record``); any other task's are branches."""
+    queue = session._queue
+    events = session.events
+    with anyio.CancelScope() as scope, main_line(recorder=session._record), approving(session.approvals):
+        session._scope = scope
+        session.approvals.main = carry()
+        while not scope.cancel_called:
+            if session._dropped:
+                await session._mark_done()
+            if queue and not queue[0].writing:
+                # The next message, run here rather than in a coroutine of its own: one less per message.
+                item = queue.popleft()
+                session._waiting -= 1
+                session._current = item
+                if events.has_subscribers:
+                    events.publish(MessageStarted(item.id))
+                tracer = tracing.current_tracer()
+                base = session._stored
+                if tracer is not None:
+                    await run_traced(session, item, base, tracer)
+                elif not await run_once(session, item):
+                    await run_again(session, item, base)
+                session._current = None
+                session.last_active = time.monotonic()
+            elif session.closed:
+                break
+            else:
+                session._wake = wake = Wake()
+                try:
+                    if not session._awaiting:
+                        await wake
+                    else:  # calls wait for approval: until a message comes, or their time is up
+                        await _wait_for_approval(session, wake)
+                finally:
+                    session._wake = None
+    session._scope = None
+    if scope.cancel_called:
+        # Interrupted: the message being processed, if it had not finished, stopped with the turns it
+        # completed stored. (An interrupt can land just as a message finishes: nothing was cut short then.)
+        current, session._current = session._current, None
+        session.last_active = time.monotonic()
+        if current is not None:
+            session._finish(current, None)
+            if current.posted and not session.closed:
+                session._dropped.append(current.id)  # the interrupt ended it: it must not run again
+        dropped, session._dropped_by_interrupt = session._dropped_by_interrupt, 0
+        session.events.publish(Interrupted(None if current is None else current.id, dropped))
+
+
+async def _wait_for_approval(session: Session, wake: Wake) -> None:
+    """Wait for ``wake``, or deny the calls waiting for approval once their time is up."""
+    deadline = session.approvals.deadline(session._stored)
+    if deadline is not None:
+        with anyio.move_on_after(deadline - time.time()):
+            await wake
+            return
+        denials = session.approvals.expired(session._stored)
+        if denials:
+            session._enqueue("approval").decisions = denials
+            return
+    session._awaiting = False
+    await wake
+
 
 
 async def run_traced(session: Session, item: Queued, base: State, tracer: Any) -> None:

@@ -14,17 +14,17 @@ import anyio.abc
 
 from cognitive import TurnProcessor as TurnProcessor  # re-exported: session's lazy exports name it here
 from loop import (Approver, Caller, Decision, EventBus, Options, OutputType, Role, State, ToolSpec, Turn, TurnExecutor,
-                  UsageError, Wake, approving, awaiting_approval, carry, main_line, tracing)
+                  UsageError, Wake, awaiting_approval, tracing)
 from loop.checks import non_negative_int, positive_number
 from session._approvals import Approvals
-from session._events import ApprovalRequested, Interrupted, MessageQueued, MessageStarted
+from session._events import ApprovalRequested, Interrupted, MessageQueued
 from session._mainline import WriteLock, persist, write_now
 from session._message import Message as Message  # re-exported: session's lazy exports name it here
 from session._message import (NO_DEPS, Queued, SessionBusy as SessionBusy, SessionClosed as SessionClosed,
                               ToolResultsMismatch as ToolResultsMismatch, checked_caller, checked_decisions,
                               checked_message, message_options, message_parts, role_of)
 from session._resume import answer_open_calls, mark_done
-from session._running import run_again, run_once, run_traced
+from session._running import serve_until_interrupted
 from session.stores._memory import MemoryStore
 from session.stores._protocol import InboxStore, Store
 
@@ -297,7 +297,7 @@ class Session:
         try:
             await self._repair()
             while not self.closed:
-                await self._serve_until_interrupted()
+                await serve_until_interrupted(self)
             if self._dropped:  # an interrupt just before the close
                 await self._mark_done()
         finally:
@@ -326,72 +326,6 @@ class Session:
         dropped, self._dropped = self._dropped, []
         if self._inbox is not None:
             await mark_done(self._inbox, self.id, (*dropped, *message_ids))
-
-    async def _serve_until_interrupted(self) -> None:
-        """Process messages in order as they come, until the session is closed or interrupted. They share one
-        cancel scope (``interrupt`` cancels it); a cancelled scope serves no further message, so after an
-        interrupt the worker comes back here with a fresh one. They share one main line too: this task's turns
-        are the conversation, stored as each completes (through ``_record``); any other task's are branches."""
-        queue = self._queue
-        events = self.events
-        with anyio.CancelScope() as scope, main_line(recorder=self._record), approving(self.approvals):
-            self._scope = scope
-            self.approvals.main = carry()
-            while not scope.cancel_called:
-                if self._dropped:
-                    await self._mark_done()
-                if queue and not queue[0].writing:
-                    # The next message, run here rather than in a coroutine of its own: one less per message.
-                    item = queue.popleft()
-                    self._waiting -= 1
-                    self._current = item
-                    if events.has_subscribers:
-                        events.publish(MessageStarted(item.id))
-                    tracer = tracing.current_tracer()
-                    base = self._stored
-                    if tracer is not None:
-                        await run_traced(self, item, base, tracer)
-                    elif not await run_once(self, item):
-                        await run_again(self, item, base)
-                    self._current = None
-                    self.last_active = time.monotonic()
-                elif self.closed:
-                    break
-                else:
-                    self._wake = wake = Wake()
-                    try:
-                        if not self._awaiting:
-                            await wake
-                        else:  # calls wait for approval: until a message comes, or their time is up
-                            await self._wait_for_approval(wake)
-                    finally:
-                        self._wake = None
-        self._scope = None
-        if scope.cancel_called:
-            # Interrupted: the message being processed, if it had not finished, stopped with the turns it
-            # completed stored. (An interrupt can land just as a message finishes: nothing was cut short then.)
-            current, self._current = self._current, None
-            self.last_active = time.monotonic()
-            if current is not None:
-                self._finish(current, None)
-                if current.posted and not self.closed:
-                    self._dropped.append(current.id)  # the interrupt ended it: it must not run again
-            dropped, self._dropped_by_interrupt = self._dropped_by_interrupt, 0
-            self.events.publish(Interrupted(None if current is None else current.id, dropped))
-
-    async def _wait_for_approval(self, wake: Wake) -> None:
-        """Wait for ``wake``, or deny the calls waiting for approval once their time is up."""
-        deadline = self.approvals.deadline(self._stored)
-        if deadline is not None:
-            with anyio.move_on_after(deadline - time.time()):
-                await wake
-                return
-            denials = self.approvals.expired(self._stored)
-            if denials:
-                self._enqueue("approval").decisions = denials
-                return
-        self._awaiting = False
-        await wake
 
     async def _record(self, state: State) -> None:
         """The main line's recorder: store what ``state`` adds to the conversation, when it extends it (a
