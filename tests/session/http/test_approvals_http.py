@@ -67,6 +67,16 @@ async def frames_until(stream: SSE, event: str) -> list[Any]:
                 return seen
 
 
+async def asked_to_pay(client: httpx.AsyncClient) -> str:
+    """A new session whose message asked to pay, once the call waits for approval; its id."""
+    sid = await open_session(client)
+    await client.post(f"/sessions/{sid}/messages", json={"text": "pay Ada"})
+    with anyio.fail_after(10):
+        while not (await client.get(f"/sessions/{sid}/approvals")).json()["approvals"]:
+            await anyio.sleep(0.02)
+    return sid
+
+
 async def answer_of(client: httpx.AsyncClient, sid: str) -> str | None:
     turns = (await client.get(f"/sessions/{sid}/turns")).json()["turns"]
     last = turns[-1]
@@ -105,11 +115,7 @@ async def test_a_client_answers_an_approval_request_on_the_route() -> None:
 async def test_a_denial_is_read_by_the_model() -> None:
     async with served() as server:
         client = server.client()
-        sid = await open_session(client)
-        await client.post(f"/sessions/{sid}/messages", json={"text": "pay Ada"})
-        with anyio.fail_after(10):
-            while not (await client.get(f"/sessions/{sid}/approvals")).json()["approvals"]:
-                await anyio.sleep(0.02)
+        sid = await asked_to_pay(client)
         answered = await client.post(f"/sessions/{sid}/approvals", json={
             "decisions": [{"call_id": "p1", "approved": False, "reason": "not today"}]})
         assert answered.status_code == 202
@@ -122,11 +128,7 @@ async def test_a_denial_is_read_by_the_model() -> None:
 async def test_bad_answers_are_refused_with_the_reason() -> None:
     async with served() as server:
         client = server.client()
-        sid = await open_session(client)
-        await client.post(f"/sessions/{sid}/messages", json={"text": "pay Ada"})
-        with anyio.fail_after(10):
-            while not (await client.get(f"/sessions/{sid}/approvals")).json()["approvals"]:
-                await anyio.sleep(0.02)
+        sid = await asked_to_pay(client)
         route = f"/sessions/{sid}/approvals"
         unknown = await client.post(route, json={"decisions": [{"call_id": "zz", "approved": True}]})
         assert unknown.status_code == 409 and "the calls waiting are: p1" in unknown.json()["error"]["message"]
