@@ -76,7 +76,9 @@ SH_COVERAGE = {  # a marker naming one documented command (see shell.names) -> t
     "--image python:3.12-slim": NETWORK_PARSED,
     # control.md (the serve line is the README's too)
     "serve examples.approvals:make_agent --store sqlite:///refunds.db --port 8000": CONTROL,
-    "/sessions/$ID/approvals": CONTROL,
+    '# {"approvals": [{"calls": [...]}]}': CONTROL,
+    "CALL=$(curl": CONTROL,
+    'approved\\": true': CONTROL,
     "/sessions/$ID/turns": CONTROL,
     "Please refund order 42.": CONTROL,
     # sessions.md
