@@ -67,8 +67,11 @@ class ApprovalRoutes:
         self.sessions = sessions
 
     def routes(self) -> list[Route]:
-        return [Route("/sessions/{id}/approvals", self.pending, methods=["GET"]),
-                Route("/sessions/{id}/approvals", self.answer, methods=["POST"])]
+        # One route for both methods, so that a 405 lists them both in its Allow header.
+        return [Route("/sessions/{id}/approvals", self.dispatch, methods=["GET", "POST"])]
+
+    async def dispatch(self, request: Request) -> Response:
+        return await (self.answer(request) if request.method == "POST" else self.pending(request))
 
     async def _waiting(self, request: Request) -> tuple[Any, tuple[ApprovalRequested, ...]]:
         routes = self.sessions
