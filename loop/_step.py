@@ -14,7 +14,7 @@ from loop._events import EventBus, TurnCompleted, TurnFailed, TurnStarted
 from loop._accumulate import Accumulator
 from loop._left_open import left_open, offered
 from loop._executor import Transform, has, provider_info
-from loop._outcome import PENDING
+from loop._outcome import OK, PENDING
 from loop._parts import Part, Role, ToolCall, ToolResult, Usage
 from loop._pipeline import CANCELLED, ToolPipeline, error_result
 from loop._protocols import Options, Provider, ProviderInfo, Request, ToolSpec
@@ -28,6 +28,7 @@ from loop.errors import UsageError
 
 _DEFAULT_OPTIONS = Options()  # immutable, so every step without options can share it
 _TOOL = Role.TOOL  # read once per tool turn: a global is read faster than an enum's member
+_CACHE = "cache"  # the meta key (and outcome path) marking an answer a response cache replayed
 __all__ = ["CANCELLED", "Step", "Transform"]
 
 
@@ -195,6 +196,8 @@ class Step:
         turn, passed = await self._respond(state, opts, scope,
                                            offered(self._specs, self._pipeline, external) if external else self._specs)
         state = state.append_turn(turn)
+        if _CACHE in turn.meta:  # replayed by a ResponseCache: the answer's outcome says so too
+            state = state.with_outcome(OK, data={"hit": True}, path=_CACHE)
         recorder = scope.main_recorder if scope.recorder is not None else None
         calls = turn.tool_calls
         if not calls or opts.run_tools is False:

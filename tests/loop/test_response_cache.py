@@ -98,9 +98,12 @@ async def test_a_step_over_the_cache_builds_the_same_turn_marked_a_hit_and_publi
         seen = events.drain()
     assert hit.answer == missed.answer == "Hi you"
     assert "cache" not in missed.last.meta  # type: ignore[union-attr]
-    assert hit.last.meta == {"finish_reason": "stop", "cache": "hit"}  # type: ignore[union-attr]
+    assert {k: v for k, v in hit.last.meta.items() if k != "outcome"} == {  # type: ignore[union-attr]
+        "finish_reason": "stop", "cache": "hit"}
+    assert hit.outcome is not None and hit.outcome.ok and hit.outcome.data["cache"] == {"hit": True}
+    assert missed.outcome is None, "a miss is a plain answer"
     completed = [e.turn for e in seen if isinstance(e, TurnCompleted)]
-    assert completed == [hit.last] and completed[0].meta["cache"] == "hit"
+    assert [t.parts for t in completed] == [hit.last.parts] and completed[0].meta["cache"] == "hit"
     assert [e.text for e in seen if isinstance(e, TextDelta)] == ["Hi ", "you"]  # the same chunks, published
 
 
