@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from cognitive._pattern import Pattern, check_start, check_wiring, left_open
-from cognitive.wrappers._holdback import AnswerHold
+from cognitive.wrappers._holdback import AnswerHold, answers_unrecorded
 from cognitive.wrappers._verification import WithVerification
 from loop import (Executor, LoopError, Options, Role, State, TurnMiddleware, TurnSubmitter, UsageError, has, scope,
                   tracing)
@@ -185,7 +185,7 @@ class WithGuardrails:
             hold = AnswerHold.on(self.submitter) if self.output and self.hold_back else None
             if hold is None:
                 return await self._checked(state, ran, span)
-            with hold:  # ends as failed unless the checks passed
+            with hold, answers_unrecorded():  # the hold ends as failed unless the checks passed
                 state = await self._checked(state, ran, span)
                 hold.end(passed=True)
             return state

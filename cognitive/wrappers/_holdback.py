@@ -5,6 +5,9 @@ guarded run holds its answer on the event bus (``loop.EventBus.hold``) from the 
 the conduits, which read the bus, see it only once the checks passed, in order and whole, as it was streamed. A
 trip drops it: no text of the answer ever reaches them.
 
+The store is held too (``answers_unrecorded``): a session stores each main-line turn as it completes, and a
+client reading the stored conversation must not read the answer before its checks pass either.
+
 Held back rather than streamed and retracted: a retraction reaches only the clients that understand it (an
 OpenAI client keeps every ``content`` delta it got; a terminal cannot take printed text back), and until it
 arrives the person has read the answer.
@@ -12,9 +15,12 @@ arrives the person has read the answer.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any, Protocol, runtime_checkable
 
-from loop import Hold, Publisher, ReasoningDelta, Role, Stamped, TextDelta, ToolCallDelta, Turn, current_scope, has
+from loop import (Hold, Publisher, ReasoningDelta, Role, Stamped, State, TextDelta, ToolCallDelta, Turn,
+                  current_scope, has, recording)
 
 
 @runtime_checkable
@@ -94,3 +100,24 @@ class AnswerHold:
 
     def __exit__(self, *exc_info: object) -> None:
         self.end(passed=False)
+
+
+@contextlib.contextmanager
+def answers_unrecorded() -> Iterator[None]:
+    """Keep the answers the block's main line writes out of its recorder (a session's store) until the block
+    has ended: turns that call tools, their results and turns submitted (a repair's report) are recorded as they
+    complete, as ever; an answer is recorded with whatever is recorded next, or with the run's result, which
+    the session stores when the run returns. Outside a recorded main line it does nothing."""
+    outer = current_scope().main_recorder
+    if outer is None:
+        yield
+        return
+
+    async def record(state: State) -> None:
+        last = state.last
+        if last is not None and last.role is Role.ASSISTANT and not last.tool_calls:
+            return  # an answer: not for anyone's eyes before its checks passed
+        await outer(state)
+
+    with recording(record):
+        yield
