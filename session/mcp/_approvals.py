@@ -24,10 +24,13 @@ as for the HTTP conduit; over stdio (and in-process) it is the local user, ``Cal
 from __future__ import annotations
 
 import json
+import math
 import os
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import anyio
 import attrs
 import mcp_types as types
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
@@ -131,21 +134,30 @@ def decisions(calls: Sequence[ToolCall], answer: types.ElicitResult | None) -> l
             for i, c in enumerate(calls)]
 
 
-async def elicit(ctx: Any, calls: Sequence[ToolCall]) -> list[Decision]:
+async def elicit(ctx: Any, calls: Sequence[ToolCall], deadline: float | None = None) -> list[Decision]:
     """Ask the client about ``calls`` with an ``elicitation/create`` request during the call (protocol versions
-    before 2026-07-28); denied, saying why, when it cannot be asked."""
+    before 2026-07-28); denied, saying why, when it cannot be asked, or has not answered by ``deadline`` (seconds
+    since the epoch: the session's own, less a moment, so that the denial is this call's to give)."""
     if not can_elicit(ctx):
         return deny_all(calls, NO_ELICITATION)
     if asks_by_retry(ctx):
         return deny_all(calls, NOT_LIVE)
     params = form(calls)
+    answer = None
+    wait = math.inf if deadline is None else max(0.0, deadline - time.time() - _MARGIN)
     try:
-        answer = await ctx.session.elicit_form(params.message, params.requested_schema,
-                                               related_request_id=ctx.request_id)
+        with anyio.move_on_after(wait):
+            answer = await ctx.session.elicit_form(params.message, params.requested_schema,
+                                                   related_request_id=ctx.request_id)
     except Exception as exc:  # an error answer, or no channel to ask on: nobody approved
         _log.info("approval not asked", error=repr(exc))
         return deny_all(calls, f"the MCP client could not be asked: {exc}")
+    if answer is None:
+        return deny_all(calls, f"the MCP client gave no answer within {wait:.0f} seconds")
     return decisions(calls, answer)
+
+
+_MARGIN = 0.5  # seconds before the session's deadline when an unanswered elicitation is given up
 
 
 @attrs.frozen

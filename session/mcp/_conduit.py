@@ -285,7 +285,8 @@ async def _run(session: Session, start: Callable[[], Awaitable[State]], ctx: Any
             try:
                 state = await start()
                 while (calls := awaiting_approval(state)) and not later:
-                    state = await session.decide(await elicit(ctx, calls), caller=caller)
+                    deadline = min((r.deadline for r in session.pending_approvals() if not r.live), default=None)
+                    state = await session.decide(await elicit(ctx, calls, deadline), caller=caller)
                 result = calls or state
             except Exception as exc:
                 result = exc
@@ -300,12 +301,13 @@ async def _answer_live(events: Any, session: Session, ctx: Any, caller: Caller) 
     async with anyio.create_task_group() as group:
         async for event in events:
             if isinstance(event, ApprovalRequested) and event.live:
-                group.start_soon(_approve_live, session, ctx, caller, event.calls)
+                group.start_soon(_approve_live, session, ctx, caller, event)
         group.cancel_scope.cancel()  # the run is over: nothing waits for those answers any more
 
 
-async def _approve_live(session: Session, ctx: Any, caller: Caller, calls: tuple[ToolCall, ...]) -> None:
-    given = await elicit(ctx, calls)
+async def _approve_live(session: Session, ctx: Any, caller: Caller, request: ApprovalRequested) -> None:
+    calls = request.calls
+    given = await elicit(ctx, calls, request.deadline)
     waiting = {c.id for request in session.pending_approvals() if request.live for c in request.calls}
     given = [d for d in given if d.call_id in waiting]  # not those the time ran out for meanwhile
     if given:

@@ -220,3 +220,19 @@ async def test_over_http_the_caller_is_the_tokens_owner_and_approval_works(serve
     assert text(who) == f"result: {owner} in {owner}"
     assert text(paying) == "result: paid Ada 250" and paid == [("Ada", 250, Caller(owner, owner))]
     assert len(person.asked) == 1
+
+
+async def test_a_client_that_does_not_answer_in_time_denies_and_the_run_goes_on() -> None:
+    class Silent(Person):
+        async def __call__(self, context: Any, params: Any) -> types.ElicitResult:
+            self.asked.append(params)
+            await anyio.sleep_forever()
+            raise AssertionError("never answers")
+
+    async with Manager(processor, provider=Function(model), make_step=step_factory([pay, whoami]),
+                       approval_timeout=1.0) as m:
+        person = Silent(None)
+        with anyio.fail_after(10):
+            answer = await call(m, "pay", "legacy", person)
+    assert len(person.asked) == 1 and paid == []
+    assert answer.startswith("result: error: the user denied this call: the MCP client gave no answer within")
