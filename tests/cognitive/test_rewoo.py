@@ -122,7 +122,7 @@ PARALLEL = [s("E1", "slow", tag="a"), s("E2", "slow", tag="b")]
 async def test_independent_steps_run_concurrently() -> None:
     _, step = make(PARALLEL)
     state, took = await timed(ReWOO(step))
-    assert took < 0.5, f"two independent 0.3 s steps took {took:.2f} s"
+    assert took < 0.6, f"two independent 0.3 s steps took {took:.2f} s"  # one after the other: at least 0.6 s
     assert [e["result"] for e in state.outcome.data["ReWOO"]["evidence"]] == ["done a", "done b"]
 
 

@@ -44,7 +44,7 @@ def test_a_backtracking_pattern_is_checked_in_linear_time(case: str) -> None:
     started = time.perf_counter()
     problems = output.errors(value)
     took = time.perf_counter() - started
-    assert took < 0.1, f"{took:.3f} s"
+    assert took < 1.0, f"{took:.3f} s"  # a backtracking match of EVIL would take minutes: the bound is generous
     assert len(problems) == 1 and words in problems[0], problems
     assert output.backtracking == ()
 

@@ -61,7 +61,8 @@ async def test_a_backtracking_pattern_neither_stalls_the_server_nor_the_request(
                                          timeout=httpx.Timeout(300))
             took = time.perf_counter() - started
             done.set()
-    assert waits and max(waits) < 0.1, f"/healthz waited up to {max(waits):.3f} s; the request took {took:.3f} s"
+    # A backtracking match would hold the loop for minutes; a loaded machine may delay a probe by a fraction.
+    assert waits and max(waits) < 1.0, f"/healthz waited up to {max(waits):.3f} s; the request took {took:.3f} s"
     # The answer never matches, through every formatting turn: a well-formed error, in OpenAI's format.
     assert response.status_code == 500, response.text
     error = response.json()["error"]
