@@ -52,14 +52,19 @@ def _call_id(value: Any) -> str:
     return value
 
 
+def _typed(name: str, value: Any, kind: type, wanted: str) -> None:
+    if not isinstance(value, kind):
+        raise UsageError(f"a Decision's {name} must be {wanted}, got {value!r}")
+
+
 @attrs.frozen
 class Decision:
     """A person's answer to one call waiting for approval: ``approved`` or not, and why (``reason``, shown to
     the model with a denial)."""
 
     call_id: str = attrs.field(converter=_call_id)
-    approved: bool = attrs.field(validator=attrs.validators.instance_of(bool))
-    reason: str = attrs.field(default="", validator=attrs.validators.instance_of(str))
+    approved: bool = attrs.field(validator=lambda _, __, value: _typed("approved", value, bool, "True or False"))
+    reason: str = attrs.field(default="", validator=lambda _, __, value: _typed("reason", value, str, "a string"))
 
     @classmethod
     def approve(cls, call_id: str, reason: str = "") -> Decision:

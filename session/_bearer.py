@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from loop import Turn, UsageError
+from loop import Caller, Turn, UsageError
 from loop.checks import positive_int
 from session._manager import Manager, SessionLimit
 from session._session import Session
@@ -42,6 +42,24 @@ def unauthorized(refusal: Refusal) -> dict[str, Any]:
 def under(path: str, prefix: str) -> bool:
     """Whether ``path`` is ``prefix`` or below it, by whole segments: ``/v1`` holds ``/v1/models``, not ``/v1x``."""
     return path == prefix or path.startswith(prefix.rstrip("/") + "/")
+
+
+ANONYMOUS = "anonymous"
+"""The owner of every request a server without tokens lets in (only ever on a loopback address)."""
+
+
+def owner_in(scope: Mapping[str, Any]) -> str:
+    """The owner ``BearerAuth`` let the ASGI request ``scope`` in as; ``ANONYMOUS`` when no ``BearerAuth`` saw it
+    (an app served without a token)."""
+    state = scope.get("state")
+    owner = state.get("owner") if isinstance(state, Mapping) else None
+    return owner if isinstance(owner, str) else ANONYMOUS
+
+
+def caller_in(scope: Mapping[str, Any]) -> Caller:
+    """Who sends the ASGI request ``scope``: its token's owner, which is also the namespace its sessions live in."""
+    owner = owner_in(scope)
+    return Caller(owner, owner)
 
 
 def owner_of(token: str) -> str:
@@ -99,7 +117,7 @@ class BearerAuth:
             await self.app(scope, receive, send)
             return
         if self._tokens is None:
-            owner = "anonymous"
+            owner = ANONYMOUS
         else:
             header = next((v for k, v in scope.get("headers", ()) if k.lower() == b"authorization"), b"")
             scheme, _, credentials = header.partition(b" ")

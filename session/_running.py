@@ -88,7 +88,7 @@ async def _wait_for_approval(session: Session, wake: Wake) -> None:
             return
         denials = session.approvals.expired(session._stored)
         if denials:
-            session._enqueue("approval").decisions = denials
+            session._enqueue("approval").decisions = denials  # a decisions message: see ``Session.approve``
             return
     session._awaiting = False
     await wake

@@ -241,7 +241,7 @@ class Session:
         kept = self.approvals.answer_live(given, None if caller is None else caller.id)
         if not kept:
             return None
-        item = self._enqueue("approval")
+        item = self._enqueue("approval")  # its text is never used: a message with decisions runs them instead
         item.decisions = tuple(kept)
         item.caller = caller
         if self.events.has_subscribers:

@@ -19,7 +19,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from loop import Caller, Decision, UsageError
+from loop import Decision, UsageError
+from session._bearer import caller_in
 from session._approvals import kept_request
 from session._events import ApprovalRequested
 from session.http._guards import Problem
@@ -30,12 +31,6 @@ if TYPE_CHECKING:
 
 MAX_DECISIONS = 256
 MAX_REASON = 2000
-
-
-def caller_of(request: Request) -> Caller:
-    """Who sends ``request``: its bearer token's owner, which is also the namespace its sessions live in."""
-    owner: str = request.state.owner
-    return Caller(owner, owner)
 
 
 def _decisions(data: dict[str, Any]) -> list[Decision]:
@@ -104,7 +99,7 @@ class ApprovalRoutes:
                                                     f"decide each of {', '.join(kept)}")
         session = await routes._live(request, owned)
         try:
-            message_id = session.approve(decisions, caller=caller_of(request))
+            message_id = session.approve(decisions, caller=caller_in(request.scope))
         except UsageError as exc:
             raise Problem(422, "invalid_decisions", str(exc)) from None
         return json_response({"message_id": message_id}, 202)

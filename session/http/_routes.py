@@ -52,12 +52,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from loop import EventBus, Role, tracing
-from session._bearer import TokenQuota
+from session._bearer import TokenQuota, caller_in
 from session._events import MessageQueued
 from session._manager import Manager
 from session._serving import DEFAULT_MAX_CONVERSATION_BYTES, MAX_JSON_DEPTH, json_depth, lone_surrogate, utf8_json
 from session._session import Session
-from session.http._approvals import ApprovalRoutes, caller_of
+from session.http._approvals import ApprovalRoutes
 from session.http._eventlog import EventLog, EventReader, EventsLost, time_ids
 from session.http._guards import Problem
 from session.http._history import OFF_LOOP_CHARS, fitting, page_chunks, page_number, sent, text_size, utf8_size
@@ -316,7 +316,7 @@ class SessionRoutes:
         # store (its inbox) before the 202 goes out: it runs even if the process is killed first.
         try:
             with session.events.subscribe(buffer=None) as probe:
-                message_id = await session.post(text, caller=caller_of(request))
+                message_id = await session.post(text, caller=caller_in(request.scope))
                 queued = [e for e in probe.drain() if isinstance(e, MessageQueued) and e.message_id == message_id]
         except BaseException:
             if owned.size is not None:  # not stored after all

@@ -37,13 +37,12 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp_types.version import is_version_at_least
 
 from loop import Caller, Decision, ToolCall, tracing
+from session._bearer import caller_in
 
 _log = tracing.logger("session.mcp")
 
 LOCAL = Caller("local", "local")
 """The caller over stdio (and in-process): the user of the machine the conduit runs on."""
-ANONYMOUS = "anonymous"
-"""The owner of an HTTP request let in without a token (a loopback server started without one)."""
 INPUT_REQUIRED_VERSION = "2026-07-28"
 """The first protocol version that elicits through ``input_required`` results rather than requests."""
 ANSWER = "approval"
@@ -60,12 +59,8 @@ MAX_ARGUMENTS = 2000  # characters of a call's arguments shown in the form
 def caller_of(ctx: Any) -> Caller:
     """Who sent the MCP request ``ctx`` answers: the bearer token's owner over HTTP (its id and namespace, as the
     HTTP conduit keys that token's sessions), the local user otherwise."""
-    request = getattr(ctx, "request", None)
-    scope = getattr(request, "scope", None)
-    if not isinstance(scope, Mapping):
-        return LOCAL
-    owner = (scope.get("state") or {}).get("owner") or ANONYMOUS
-    return Caller(owner, owner)
+    request = ctx.request  # the HTTP request the call came in (a Starlette Request); None over stdio
+    return LOCAL if request is None else caller_in(request.scope)
 
 
 def can_elicit(ctx: Any) -> bool:

@@ -107,9 +107,9 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from loop import Caller, EventBus, LoopError, ToolRunner, UsageError, has, tracing
+from loop import EventBus, LoopError, ToolRunner, UsageError, has, tracing
 from loop.checks import positive_int, positive_number
-from session._bearer import BearerAuth, TokenQuota
+from session._bearer import BearerAuth, TokenQuota, caller_in, owner_in
 from session._manager import Manager, SessionLimit, ShuttingDown
 from session._serving import DEFAULT_MAX_BODY_BYTES
 from session._session import Session
@@ -245,7 +245,7 @@ class _Endpoint:
             key = request.headers.get(KEY_HEADER)
             if key is not None:
                 named = (named_session or "").encode()
-                entry, new = self.replays.take(getattr(request.state, "owner", "anonymous"), key,
+                entry, new = self.replays.take(owner_in(request.scope), key,
                                                named + b"\n" + body)
                 if not new:  # a retry: the first request's run answers it
                     return Replay(entry, model=self.model_name, stream=chat.stream, include_usage=chat.include_usage)
@@ -256,8 +256,8 @@ class _Endpoint:
             if isinstance(error, OpenAIError):
                 return error.response()
             raise
-        owner = getattr(request.state, "owner", "anonymous")
-        completion = Completion(self, session, chat, name=name, fresh=fresh, entry=entry, caller=Caller(owner, owner))
+        completion = Completion(self, session, chat, name=name, fresh=fresh, entry=entry,
+                                caller=caller_in(request.scope))
         return completion if chat.stream else await completion.respond(request.receive)
 
     def agent_tools(self) -> frozenset[str]:
@@ -326,7 +326,7 @@ class _Endpoint:
     async def _open_key(self, request: Request, session_id: str, chat: ChatRequest) -> Session:
         if self.quota is None:
             return await self.manager.open(session_id, history=chat.history)
-        owner = getattr(request.state, "owner", "anonymous")  # set by BearerAuth
+        owner = owner_in(request.scope)
         return await self.quota.open(owner, session_id, history=chat.history, refuse=_quota_error)
 
     async def _open_fresh(self, request: Request, session_id: str, chat: ChatRequest) -> Session:

@@ -212,3 +212,7 @@ def test_bad_gates_are_refused_with_a_clear_error() -> None:
             pass
     with pytest.raises(UsageError, match="non-empty string"):
         Decision("", True)
+    with pytest.raises(UsageError, match="approved must be True or False, got 'yes'"):
+        Decision("p1", "yes")  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="reason must be a string, got 3"):
+        Decision("p1", False, 3)  # type: ignore[arg-type]
