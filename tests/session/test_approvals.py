@@ -15,8 +15,8 @@ from cognitive import new_turn_processor, react_factory
 from loop import (ApprovalMismatch, Caller, Decision, Request, Role, RunContext, State, Text, TextDelta, Turn,
                   UsageError, awaiting_approval, branch, tool)
 from provider import Function, tool_call
-from session import (ApprovalAnswered, ApprovalRequested, Manager, MessageFailed, MessageFinished, SQLiteStore,
-                     step_factory)
+from session import (ApprovalAnswered, ApprovalRequested, Interrupted, Manager, MessageFailed, MessageFinished,
+                     SQLiteStore, step_factory)
 
 paid: list[tuple[str, int]] = []
 seen_contexts: list[RunContext[Any]] = []
@@ -230,3 +230,20 @@ async def test_a_message_without_approval_needs_publishes_no_request() -> None:
             seen = await until(events, MessageFinished)
     assert not [e for e in seen if isinstance(e, (ApprovalRequested, MessageFailed))]
     assert [e for e in seen if isinstance(e, TextDelta)]
+
+
+async def test_an_interrupt_stops_a_run_waiting_live_and_the_request_goes_away() -> None:
+    async def side_run(step: Any, state: State) -> State:
+        with branch("side"):
+            await step.turn(state)
+        return state
+
+    async with Manager(side_run, provider=Function(model), make_step=step_factory([pay])) as m:
+        session = await m.open("s1")
+        with session.events.subscribe() as events:
+            session.send("pay them")
+            await until(events, ApprovalRequested)
+            assert session.interrupt() == 0
+            seen = await until(events, Interrupted)
+        assert session.pending_approvals() == () and not session.busy
+    assert paid == [] and not [e for e in seen if isinstance(e, MessageFinished)]
