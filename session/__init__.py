@@ -48,8 +48,8 @@ if TYPE_CHECKING:
     from session.mcp import (MCPConduit, MCPConnectionError, MCPHTTPServer, MCPServer, MCPStdioServer, MCPTool,
                              MCPToolError, MCPTools)
     from session.openai import openai_app, openai_routes
-    from session.stores import (CheckpointStore, DeletingStore, InboxStore, MemoryStore, SQLiteStore, Store,
-                                StoreCheckpoints, StoreConflict, StoreError, open_store)
+    from session.stores import (CheckpointStore, DeletingStore, InboxStore, ListingStore, MemoryStore, SQLiteStore,
+                                Store, StoreCheckpoints, StoreConflict, StoredSession, StoreError, open_store)
 
 __all__ = [
     "ApprovalAnswered",
@@ -58,6 +58,7 @@ __all__ = [
     "Conduit",
     "DeletingStore",
     "InboxStore",
+    "ListingStore",
     "EventLog",
     "EventReader",
     "EventsLost",
@@ -92,6 +93,7 @@ __all__ = [
     "StoreCheckpoints",
     "StoreConflict",
     "StoreError",
+    "StoredSession",
     "StorePaused",
     "ToolResultsMismatch",
     "TurnProcessor",
@@ -121,6 +123,6 @@ __getattr__, __dir__ = exports(__name__, {
     "session.mcp": ("MCPConduit", "MCPConnectionError", "MCPHTTPServer", "MCPServer", "MCPStdioServer", "MCPTool",
                     "MCPToolError", "MCPTools"),
     "session.openai": ("openai_app", "openai_routes"),
-    "session.stores": ("CheckpointStore", "DeletingStore", "InboxStore", "MemoryStore", "SQLiteStore", "Store",
-                       "StoreCheckpoints", "StoreConflict", "StoreError", "open_store"),
+    "session.stores": ("CheckpointStore", "DeletingStore", "InboxStore", "ListingStore", "MemoryStore", "SQLiteStore",
+                       "Store", "StoreCheckpoints", "StoreConflict", "StoreError", "StoredSession", "open_store"),
 })

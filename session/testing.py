@@ -1,5 +1,6 @@
 """A conformance check any ``Store`` implementation can run (``await check_store(make_store)``); it checks the
-optional abilities (``DeletingStore``, ``InboxStore``, ``CheckpointStore``) too when the store has them."""
+optional abilities (``DeletingStore``, ``InboxStore``, ``CheckpointStore``, ``ListingStore``) too when the store has
+them."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import anyio
 
 from loop import Reasoning, Role, Text, ToolCall, ToolResult, Turn, Usage, UsageError
 from loop.errors import ConformanceError
-from session.stores._protocol import CheckpointStore, DeletingStore, InboxStore, Store, StoreConflict
+from session.stores._protocol import CheckpointStore, DeletingStore, InboxStore, ListingStore, Store, StoreConflict
 
 
 def _require(ok: bool, rule: str) -> None:
@@ -86,6 +87,30 @@ async def check_store(make_store: Callable[[], Store | Awaitable[Store]]) -> Non
         await _check_inbox(store)
     if isinstance(store, CheckpointStore):
         await _check_checkpoints(store)
+    if isinstance(store, ListingStore):
+        await _check_listing(store)
+
+
+async def _check_listing(store: ListingStore) -> None:
+    await store.append("list:a", 0, SAMPLE, {})
+    await anyio.sleep(0.01)  # a store may keep times to the millisecond
+    await store.append("list:b", 0, [Turn(Role.USER, [Text("  second\n question  ")])], {})
+    await store.append("list-other", 0, SAMPLE, {})
+    listed = await store.list_sessions("list:")
+    _require([s.id for s in listed] == ["list:b", "list:a"],
+             "a listing holds the ids under its prefix, most recently updated first")
+    _require([s.title for s in listed] == ["second question", "héllo ✓"] and [s.turns for s in listed] == [1, 4],
+             "a listed conversation's title is its first user message on one line, and turns its length")
+    _require(listed[0].updated >= listed[1].updated > 0, "a listing says when each conversation was updated")
+    await store.append("list:a", 2, SAMPLE[:1], {})  # a branch: it is the newest now, three turns long
+    again = await store.list_sessions("list:", limit=1)
+    _require([(s.id, s.turns) for s in again] == [("list:a", 3)], "a listing keeps to its limit and sees branches")
+    try:
+        await store.list_sessions("list:", limit=0)
+    except UsageError:
+        pass
+    else:
+        _require(False, "a listing with a limit below 1 raises UsageError")
 
 
 async def _check_checkpoints(store: CheckpointStore) -> None:

@@ -79,17 +79,18 @@ PUBLIC = {
     ],
     "session": [
         "ApprovalAnswered", "ApprovalRequested", "CheckpointStore", "Conduit", "DeletingStore", "EventLog",
-        "EventReader", "EventsLost", "HTTPConduit", "InboxStore", "Interrupted", "LoggedEvent", "MCPConduit",
-        "MCPConnectionError", "MCPHTTPServer", "MCPServer", "MCPStdioServer", "MCPTool", "MCPToolError", "MCPTools",
-        "Manager", "MemoryStore", "Message", "MessageFailed", "MessageFinished", "MessageQueued", "MessageStarted",
-        "RateLimit", "SQLiteStore", "Session", "SessionBusy", "SessionClosed", "SessionLimit", "ShuttingDown",
-        "StdioConduit", "StepFactory", "Store", "StoreCheckpoints", "StoreConflict", "StoreError", "StorePaused",
-        "ToolResultsMismatch", "TurnProcessor", "TurnStored", "TurnUpdated", "current_checkpoints", "event_to_json",
-        "open_store", "openai_app", "openai_routes", "step_factory", "tune_collector"
+        "EventReader", "EventsLost", "HTTPConduit", "InboxStore", "Interrupted", "ListingStore", "LoggedEvent",
+        "MCPConduit", "MCPConnectionError", "MCPHTTPServer", "MCPServer", "MCPStdioServer", "MCPTool", "MCPToolError",
+        "MCPTools", "Manager", "MemoryStore", "Message", "MessageFailed", "MessageFinished", "MessageQueued",
+        "MessageStarted", "RateLimit", "SQLiteStore", "Session", "SessionBusy", "SessionClosed", "SessionLimit",
+        "ShuttingDown", "StdioConduit", "StepFactory", "Store", "StoreCheckpoints", "StoreConflict", "StoreError",
+        "StorePaused", "StoredSession", "ToolResultsMismatch", "TurnProcessor", "TurnStored", "TurnUpdated",
+        "current_checkpoints", "event_to_json", "open_store", "openai_app", "openai_routes", "step_factory",
+        "tune_collector"
     ],
     "session.stores": [
-        "CheckpointStore", "DeletingStore", "InboxStore", "MemoryStore", "SQLiteStore", "Store", "StoreCheckpoints",
-        "StoreConflict", "StoreError", "open_store"
+        "CheckpointStore", "DeletingStore", "InboxStore", "ListingStore", "MemoryStore", "SQLiteStore", "Store",
+        "StoreCheckpoints", "StoreConflict", "StoreError", "StoredSession", "open_store"
     ],
     "session.http": [
         "EventLog", "EventReader", "EventsLost", "HTTPConduit", "LoggedEvent", "RateLimit", "event_to_json"

@@ -1,20 +1,35 @@
-"""Reading a conversation's history over HTTP in pages: how much text turns hold, a page's bounds, and a page as
-JSON chunks small enough that encoding one never holds the event loop long."""
+"""Reading stored conversations over HTTP: a token's list of them, and one's history in pages: how much text turns
+hold, a page's bounds, and a page as JSON chunks small enough that encoding one never holds the event loop long."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import AsyncGenerator, Iterable, Sequence
+from typing import Any
 
 from starlette.requests import Request
 
 from loop import Reasoning, Text, ToolCall, ToolResult, Turn
 from session.http._guards import Problem
+from session.stores import ListingStore, Store
 from session.http._wire import dumps
 
 OFF_LOOP_CHARS = 256 * 1024  # a page holding more text than this is encoded in a worker thread
 _PAGE_CHARS = 16 * 1024 * 1024  # a page ends early past this much text (it always holds at least one turn)
 _NUMBER = re.compile(r"[0-9]{1,18}")
+LIST_SIZE = 50  # how many conversations ``GET /sessions`` lists unless asked for another number
+
+
+async def listing(store: Store, prefix: str, limit: int) -> dict[str, Any]:
+    """``GET /sessions``: the conversations stored under ``prefix`` (a token's namespace), most recently updated
+    first, at most ``limit``, with their ids in the namespace; 501 when the store cannot list (it is not a
+    ``ListingStore``)."""
+    if not isinstance(store, ListingStore):
+        raise Problem(501, "not_supported", f"this server's store ({type(store).__name__}) cannot list its "
+                                            "conversations; open one by its id")
+    listed = await store.list_sessions(prefix, limit=limit)
+    return {"sessions": [{"id": s.id[len(prefix):], "title": s.title, "turns": s.turns, "updated": s.updated}
+                         for s in listed]}
 
 
 def utf8_size(text: str) -> int:

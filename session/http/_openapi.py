@@ -102,7 +102,19 @@ OPENAPI: dict[str, Any] = {
             "operationId": "openapi", "summary": "This document.", "security": [],
             "responses": {"200": _json("The OpenAPI document.", {"type": "object"})},
         }},
-        "/sessions": {"post": {
+        "/sessions": {"get": {
+            "operationId": "listSessions",
+            "summary": "This token's stored conversations, most recently updated first: each one's id, title (its "
+                       "first user message, on one line and cut short), length in turns and when it was last "
+                       "updated. A session no message was sent to has nothing stored, and is not listed.",
+            "parameters": [{"name": "limit", "in": "query", "required": False,
+                            "description": "The most conversations to list.",
+                            "schema": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE, "default": 50}}],
+            "responses": {"200": _json("The conversations, newest first.", "SessionList"),
+                          "400": _error("'limit' is not a whole number in its range."), **_AUTH, **_READS,
+                          "500": _error("The session store failed."),
+                          "501": _error("The server's store cannot list its conversations (not_supported).")},
+        }, "post": {
             "operationId": "openSession",
             "summary": "Open a new session with an unguessable id. The body is empty or a JSON object (its fields "
                        "are ignored).",
@@ -276,6 +288,14 @@ OPENAPI: dict[str, Any] = {
             "Health": {"type": "object", "required": ["status"], "properties": {"status": {"const": "ok"}}},
             "OpenIn": {"type": "object", "description": "No fields yet; any given are ignored."},
             "SessionCreated": {"type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}},
+            "SessionList": {"type": "object", "required": ["sessions"], "properties": {"sessions": {
+                "type": "array", "items": {
+                    "type": "object", "required": ["id", "title", "turns", "updated"], "properties": {
+                        "id": {"type": "string"},
+                        "title": {"type": "string", "description": "The first user message, on one line and cut "
+                                                                   "short; empty when there is none."},
+                        "turns": {"type": "integer", "minimum": 0},
+                        "updated": {"type": "number", "description": "Seconds since the epoch."}}}}}},
             "MessageIn": {"type": "object", "required": ["text"], "properties": {
                 "text": {"type": "string", "minLength": 1, "pattern": NOT_BLANK,
                          "description": "The user's message: not only whitespace."}}},

@@ -3,6 +3,7 @@
 Routes (every one but ``/healthz`` and ``/openapi.json`` needs ``Authorization: Bearer <token>``)::
 
     POST   /sessions                        201 {"id"}                    open a session (no body, or {})
+    GET    /sessions                        200 {"sessions"}              the token's stored conversations, newest first
     DELETE /sessions/{id}                   204                           close it (its conversation stays stored)
     POST   /sessions/{id}/messages          202 {"message_id","position"} queue a user message {"text"}
     POST   /sessions/{id}/interrupt         200 {"dropped"}               cancel the current message
@@ -60,7 +61,8 @@ from session._session import Session
 from session.http._approvals import ApprovalRoutes
 from session.http._eventlog import EventLog, EventReader, EventsLost, time_ids
 from session.http._guards import Problem
-from session.http._history import OFF_LOOP_CHARS, fitting, page_chunks, page_number, sent, text_size, utf8_size
+from session.http._history import (LIST_SIZE, OFF_LOOP_CHARS, fitting, listing, page_chunks, page_number, sent,
+                                   text_size, utf8_size)
 from session.http._openapi import MAX_EVENT_ID, MAX_PAGE_SIZE, OPENAPI, PAGE_SIZE
 from session.http._streamed import Streamed
 from session.http._wire import dumps, json_response as _json
@@ -140,7 +142,7 @@ class SessionRoutes:
         return [
             Route("/healthz", self.healthz, methods=["GET"]),
             Route("/openapi.json", self.openapi, methods=["GET"]),
-            Route("/sessions", self.create, methods=["POST"]),
+            Route("/sessions", self.sessions_route, methods=["GET", "POST"]),
             Route(session, self.delete, methods=["DELETE"]),
             Route(f"{session}/messages", self.message, methods=["POST"]),
             Route(f"{session}/interrupt", self.interrupt, methods=["POST"]),
@@ -288,6 +290,13 @@ class SessionRoutes:
 
     async def openapi(self, request: Request) -> Response:
         return _json(OPENAPI)
+
+    async def sessions_route(self, request: Request) -> Response:
+        return await (self.create(request) if request.method == "POST" else self.listing(request))
+
+    async def listing(self, request: Request) -> Response:
+        limit = page_number(request, "limit", 1, MAX_PAGE_SIZE) or LIST_SIZE
+        return _json(await listing(self.manager.store, session_key(request.state.owner, ""), limit))
 
     async def create(self, request: Request) -> Response:
         await self._body(request, required=False)  # it has no fields yet, but a broken one is refused, not ignored

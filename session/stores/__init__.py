@@ -4,6 +4,8 @@
     DeletingStore     a store that can also ``delete`` a conversation (an optional ability)
     InboxStore        a store that keeps messages until they are run (an optional ability)
     CheckpointStore   a store that keeps checkpoints, a long run's saved progress (an optional ability)
+    ListingStore      a store that can list its conversations, newest first (an optional ability)
+    StoredSession     what a listing says of one conversation: id, title, turns, when updated
     StoreCheckpoints  such a store as the ``cognitive.Checkpoints`` a search saves its progress to
     MemoryStore       in this process's memory: fast, gone when the process ends
     SQLiteStore       an SQLite file: the embedded durable default, survives a killed process
@@ -15,8 +17,9 @@
 from session.stores._checkpoints import StoreCheckpoints
 from session.stores._memory import MemoryStore
 from session.stores._open import open_store
-from session.stores._protocol import CheckpointStore, DeletingStore, InboxStore, Store, StoreConflict, StoreError
+from session.stores._protocol import (CheckpointStore, DeletingStore, InboxStore, ListingStore, Store, StoreConflict,
+                                     StoredSession, StoreError)
 from session.stores._sqlite import SQLiteStore
 
-__all__ = ["CheckpointStore", "DeletingStore", "InboxStore", "MemoryStore", "SQLiteStore", "Store", "StoreCheckpoints",
-           "StoreConflict", "StoreError", "open_store"]
+__all__ = ["CheckpointStore", "DeletingStore", "InboxStore", "ListingStore", "MemoryStore", "SQLiteStore", "Store",
+           "StoreCheckpoints", "StoreConflict", "StoreError", "StoredSession", "open_store"]

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
 from loop import State, Turn
-from session.stores._protocol import (check_append, check_checkpoint_key, check_posted, check_session_id,
-                                     checkpoint_text, read_checkpoint)
+from session.stores._protocol import (StoredSession, check_append, check_checkpoint_key, check_listing, check_posted,
+                                     check_session_id, checkpoint_text, read_checkpoint, title_of)
 
 
 class MemoryStore:
     """A ``Store`` in this process's memory: fast, and gone when the process ends. It has the optional
-    abilities ``DeletingStore``, ``InboxStore`` and ``CheckpointStore`` (its inbox and its checkpoints are as
+    abilities ``DeletingStore``, ``InboxStore``, ``CheckpointStore`` and ``ListingStore`` (its inbox and its checkpoints are as
     durable as the rest: not at all)."""
 
     def __init__(self) -> None:
@@ -21,6 +22,7 @@ class MemoryStore:
         # garbage collector to track), and the meta apart; a load builds the State, exactly.
         self._turns: dict[str, list[Turn]] = {}
         self._meta: dict[str, Mapping[str, Any]] = {}
+        self._updated: dict[str, float] = {}  # when each conversation was last appended to (for listings)
         self._inboxes: dict[str, dict[str, Turn]] = {}  # waiting messages by id, in the order posted
         self._checkpoints: dict[str, str] = {}  # JSON text by key: a load gives a new copy, as a file's would
 
@@ -53,10 +55,12 @@ class MemoryStore:
         # A copy, as a file's would be: ``dict(meta)``, but a state's read-only meta copies itself five times faster.
         copied = meta.copy() if type(meta) is MappingProxyType else None
         self._meta[session_id] = copied if type(copied) is dict else dict(meta)
+        self._updated[session_id] = time.time()
 
     async def delete(self, session_id: str) -> bool:
         """Forget a conversation; whether it existed."""
         self._meta.pop(check_session_id(session_id), None)
+        self._updated.pop(session_id, None)
         self._inboxes.pop(session_id, None)
         return self._turns.pop(session_id, None) is not None
 
@@ -99,3 +103,10 @@ class MemoryStore:
     async def sessions(self) -> list[str]:
         """The ids of every stored conversation, sorted."""
         return sorted(self._turns)
+
+    async def list_sessions(self, prefix: str = "", *, limit: int = 100) -> tuple[StoredSession, ...]:
+        """The conversations whose id starts with ``prefix``, most recently updated first, at most ``limit``."""
+        check_listing(prefix, limit)
+        ids = sorted((i for i in self._turns if i.startswith(prefix)), key=lambda i: (-self._updated[i], i))[:limit]
+        return tuple(StoredSession(i, title_of(self._turns[i]), len(self._turns[i]), self._updated[i]) for i in ids)
+

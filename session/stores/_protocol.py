@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
+
+import attrs
 
 from loop import LoopError, Role, State, Turn, UsageError
 from loop.checks import non_negative_int
@@ -105,6 +107,49 @@ class CheckpointStore(Store, Protocol):
     async def load_checkpoint(self, key: str) -> Mapping[str, Any] | None: ...
 
     async def drop_checkpoint(self, key: str) -> None: ...
+
+
+@attrs.frozen
+class StoredSession:
+    """What a listing says of one stored conversation: its ``id``, a ``title`` (its first user message's text, cut
+    to ``TITLE_CHARS`` characters; empty when it has none), how many ``turns`` it holds, and when it was last
+    ``updated`` (seconds since the epoch)."""
+
+    id: str
+    title: str
+    turns: int
+    updated: float
+
+
+TITLE_CHARS = 120
+
+
+def title_of(turns: Iterable[Turn]) -> str:
+    """The title of a conversation starting with ``turns``: its first user message's text, on one line, cut to
+    ``TITLE_CHARS``."""
+    for turn in turns:
+        if turn.role is Role.USER and turn.kind is None:
+            text = " ".join(turn.text.split())
+            return text if len(text) <= TITLE_CHARS else text[:TITLE_CHARS - 1] + "\u2026"
+    return ""
+
+
+@runtime_checkable
+class ListingStore(Store, Protocol):
+    """The optional ability to list stored conversations: ``list_sessions`` returns those whose id starts with
+    ``prefix`` (a namespace, as the HTTP conduit gives each token), most recently updated first, at most ``limit``
+    of them. ``MemoryStore`` and ``SQLiteStore`` have it; the HTTP conduit's ``GET /sessions`` (and so the chat
+    page's list of conversations) needs it."""
+
+    async def list_sessions(self, prefix: str = "", *, limit: int = 100) -> tuple[StoredSession, ...]: ...
+
+
+def check_listing(prefix: Any, limit: Any) -> None:
+    """``UsageError`` unless ``prefix`` is a string and ``limit`` a positive int."""
+    if not isinstance(prefix, str):
+        raise UsageError(f"a listing's prefix must be a string, got {prefix!r}"[:200])
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise UsageError(f"a listing's limit must be a positive int, got {limit!r}"[:200])
 
 
 MAX_SESSION_ID = 256  # room for a client's name of up to 200 characters in a namespace (see HTTPConduit)

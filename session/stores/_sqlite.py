@@ -19,9 +19,9 @@ import anyio.to_thread
 from loop import State, Turn, UsageError
 from loop import Wake
 from loop.checks import positive_number
-from session.stores._protocol import (StoreError, check_append, check_checkpoint_key, check_posted, check_session_id,
-                                     checkpoint_text, read_checkpoint)
-from session.stores._sqlite_file import LEGACY, connect
+from session.stores._protocol import (StoredSession, StoreError, check_append, check_checkpoint_key, check_listing,
+                                     check_posted, check_session_id, checkpoint_text, read_checkpoint)
+from session.stores._sqlite_file import LEGACY, connect, read_listing
 
 T = TypeVar("T")
 
@@ -52,7 +52,8 @@ class SQLiteStore:
     ``synchronous="FULL"`` also survives a power cut, at the cost of an fsync per append. Turns are never
     updated in place. Calls run in a worker thread, one at a time. It is an ``InboxStore``: posted messages
     wait in a table of their own, written in the same transactions as appends. It is a ``CheckpointStore``:
-    checkpoints are rows of a table of their own, each save one transaction, as durable as an append.
+    checkpoints are rows of a table of their own, each save one transaction, as durable as an append. It is a
+    ``ListingStore``: a listing reads the conversations' rows and the first few turns of each, for its title.
 
     The store opens its file on first use and holds it until ``aclose`` (or the end of ``async with store``),
     as a file object does: whoever makes the store closes it. Closing is final: a closed store raises
@@ -359,6 +360,12 @@ class SQLiteStore:
     async def sessions(self) -> list[str]:
         """The ids of every stored conversation, sorted."""
         return await self._run(lambda: [r[0] for r in self._connect().execute("SELECT id FROM sessions ORDER BY id")])
+
+    async def list_sessions(self, prefix: str = "", *, limit: int = 100) -> tuple[StoredSession, ...]:
+        """The conversations whose id starts with ``prefix``, most recently updated first, at most ``limit``; a
+        title is looked for among a conversation's first few turns."""
+        check_listing(prefix, limit)
+        return await self._run(lambda: read_listing(self._connect(), prefix, limit))
 
     async def aclose(self) -> None:
         """Close the file, after the call in progress; later calls raise ``UsageError``. Closing twice is fine."""

@@ -1,13 +1,17 @@
-"""The SQLite store's file: its schema and version, and opening it (made private when new, upgraded when old)."""
+"""The SQLite store's file: its schema and version, opening it (made private when new, upgraded when old), and the
+reads that span conversations (listings)."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from pathlib import Path
 
-from session.stores._protocol import StoreError
+from loop import Turn, UsageError
+from session.stores._protocol import StoredSession, StoreError, title_of
 
+_TITLE_TURNS = 8  # how many of a conversation's first turns a listing reads for its title
 SCHEMA_VERSION = 4  # 3 added the inbox, 4 the checkpoints
 # Schema 1 stores kept run results (degraded, verification ...) in a conversation's meta. Upgrading marks
 # those conversations, and loading one moves the results onto its last answer's outcome.
@@ -81,3 +85,23 @@ def _create_private(path: Path) -> None:
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     except FileExistsError:
         pass
+
+
+def read_listing(conn: sqlite3.Connection, prefix: str, limit: int) -> tuple[StoredSession, ...]:
+    """The conversations whose id starts with ``prefix``, most recently updated first, at most ``limit``; each
+    title is looked for among the conversation's first ``_TITLE_TURNS`` turns (in their newest revisions)."""
+    rows = conn.execute("SELECT id, length, updated FROM sessions WHERE substr(id, 1, ?) = ? "
+                        "ORDER BY updated DESC, id LIMIT ?", (len(prefix), prefix, limit)).fetchall()
+    listed = []
+    for session_id, length, updated in rows:
+        first: dict[int, str] = {}  # ordered by (idx, rev): the last row seen per idx is its newest revision
+        for idx, data in conn.execute("SELECT idx, data FROM turns WHERE session_id = ? AND idx < ? "
+                                      "ORDER BY idx, rev", (session_id, min(length, _TITLE_TURNS))):
+            first[idx] = data
+        try:
+            title = title_of(Turn.from_dict(json.loads(t)) for t in first.values())
+        except (ValueError, UsageError):  # an unreadable turn: listed without a title (``load`` says why)
+            title = ""
+        listed.append(StoredSession(session_id, title, length, updated))
+    return tuple(listed)
+

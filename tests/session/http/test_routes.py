@@ -398,7 +398,7 @@ async def test_a_store_failure_reopening_a_session_is_500_and_queues_nothing() -
 async def test_unknown_routes_and_methods_answer_in_json() -> None:
     async with in_process(Function(echo)) as served:
         client = served.client()
-        missing, wrong = await client.get("/sessions/x/y/z"), await client.get("/sessions")
+        missing, wrong = await client.get("/sessions/x/y/z"), await client.get("/sessions/x/messages")
     assert missing.status_code == 404 and error_of(missing)["type"] == "not_found"
     assert wrong.status_code == 405 and error_of(wrong)["type"] == "method_not_allowed"
     assert "POST" in wrong.headers["allow"]
