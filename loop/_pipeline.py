@@ -24,7 +24,7 @@ from loop._spend import _TOOLS, Spend, exhausted_error, take
 from loop.checks import positive_int, positive_number
 from loop._events import EventBus, ToolFinished, ToolStarted
 from loop._parts import ToolCall, ToolResult
-from loop._scope import branch, current_scope, current_task
+from loop._scope import branch, carry, current_scope, current_task
 from loop._tools import Tool, index_tools, render, tool_timeout, truncate
 from loop.errors import ToolDenied, UsageError
 
@@ -124,9 +124,13 @@ class ToolPipeline:
                 raise
             return (result,)
         results: dict[int, ToolResult] = {}  # by call index, as they finish
+        # Each call's task acts for the line that asked for the calls, as the one call run here does: its events
+        # (ToolStarted, ToolFinished) are that line's, the main line's included; the tool itself runs in a branch.
+        line = carry()
 
         async def run_into(index: int) -> None:
-            results[index] = await self._run_call(calls[index], tracer, disabled)
+            with line:
+                results[index] = await self._run_call(calls[index], tracer, disabled)
 
         try:
             async with anyio.create_task_group() as group:

@@ -153,6 +153,20 @@ async def test_each_call_runs_in_a_tool_branch_under_the_callers_path() -> None:
     assert result.content == "chat/Planner/tool:where#w1 main=False"
 
 
+@pytest.mark.parametrize("count", [1, 3])
+async def test_calls_run_side_by_side_are_the_main_lines_events_while_each_tool_runs_in_a_branch(count: int) -> None:
+    s = step()
+    calls = [ToolCall(f"w{i}", "where", "{}") for i in range(count)]
+    with s.events.subscribe(buffer=None, stamped=True, main_line=True) as main:
+        with loop.main_line("chat"):
+            results = await s.pipeline.run(calls)
+        seen = main.drain()
+    assert sorted((type(e.event).__name__, e.event.call.id) for e in seen) == sorted(
+        [("ToolStarted", c.id) for c in calls] + [("ToolFinished", c.id) for c in calls])
+    assert {e.path for e in seen} == {"chat"} and all(e.main for e in seen)
+    assert [r.content for r in results] == [f"chat/tool:where#w{i} main=False" for i in range(count)]
+
+
 async def test_cancelling_run_answers_every_call_through_on_cancel() -> None:
     got: list[tuple[ToolResult, ...]] = []
 
