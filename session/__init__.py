@@ -6,8 +6,10 @@ with a ``TurnProcessor`` (see ``cognitive.new_turn_processor``) and persists eve
 
     session          Session, Manager and the events they publish; StdioConduit (a terminal chat)
     session.stores   Store, MemoryStore, the durable SQLiteStore, open_store, StoreCheckpoints
-    session.http     HTTPConduit: sessions, an SSE event stream, OpenAPI, and the OpenAI-compatible API
+    session.http     HTTPConduit: sessions, an SSE event stream, OpenAPI, the OpenAI-compatible API, AG-UI and the
+                     chat page at /
     session.openai   openai_routes / openai_app: the OpenAI-compatible API on its own
+    session.agui     agui_routes: the AG-UI route on its own
     session.mcp      MCPTools (the tools of MCP servers) and MCPConduit (the agent as an MCP tool)
     session.testing  check_store: the conformance check for a store of your own
     python -m session chat|serve|mcp MODULE:FACTORY    the command line
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
     from session.mcp import (MCPConduit, MCPConnectionError, MCPHTTPServer, MCPServer, MCPStdioServer, MCPTool,
                              MCPToolError, MCPTools)
     from session.openai import openai_app, openai_routes
+    from session.agui import agui_routes
     from session.stores import (CheckpointStore, DeletingStore, InboxStore, ListingStore, MemoryStore, SQLiteStore,
                                 Store, StoreCheckpoints, StoreConflict, StoredSession, StoreError, open_store)
 
@@ -99,6 +102,7 @@ __all__ = [
     "TurnProcessor",
     "TurnStored",
     "TurnUpdated",
+    "agui_routes",
     "current_checkpoints",
     "event_to_json",
     "open_store",
@@ -123,6 +127,7 @@ __getattr__, __dir__ = exports(__name__, {
     "session.mcp": ("MCPConduit", "MCPConnectionError", "MCPHTTPServer", "MCPServer", "MCPStdioServer", "MCPTool",
                     "MCPToolError", "MCPTools"),
     "session.openai": ("openai_app", "openai_routes"),
+    "session.agui": ("agui_routes",),
     "session.stores": ("CheckpointStore", "DeletingStore", "InboxStore", "ListingStore", "MemoryStore", "SQLiteStore",
                        "Store", "StoreCheckpoints", "StoreConflict", "StoreError", "StoredSession", "open_store"),
 })

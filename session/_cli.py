@@ -247,6 +247,8 @@ def parser() -> argparse.ArgumentParser:
             cmd.add_argument("--openai-approvals", choices=("deny", "allow"), default="deny",
                              help="what the OpenAI-compatible API does with tool calls that need approval, since "
                                   "its clients cannot be asked: deny them (default) or allow them")
+            cmd.add_argument("--no-page", dest="page", action="store_false",
+                             help="do not serve the chat page at / (the API routes stay)")
         if name == "mcp":
             cmd.add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp instead of stdio")
             cmd.add_argument("--tool", default="ask", help="the name of the agent's tool (default: ask)")
@@ -306,10 +308,12 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
                                       max_conversation_bytes=args.max_conversation_bytes,
                                       header_timeout=args.header_timeout, body_timeout=args.body_timeout,
                                       allowed_hosts=args.allowed_hosts, cors_origins=args.cors_origins,
-                                      shutdown_timeout=args.shutdown_grace, openai_approvals=args.openai_approvals)
+                                      shutdown_timeout=args.shutdown_grace, openai_approvals=args.openai_approvals,
+                                      page=args.page)
                 await serve_until_signalled(manager, conduit.serve, lambda url: say(
-                    f"serving on {url}: sessions under /sessions, OpenAI-compatible API under /v1, "
-                    f"OpenAPI at /openapi.json{'' if token else ' (no token: this machine only)'}"))
+                    f"serving on {url}: {f'the chat page at {url}/, ' if args.page else ''}sessions under /sessions, "
+                    f"OpenAI-compatible API under /v1, AG-UI at /agui, OpenAPI at /openapi.json"
+                    f"{'' if token else ' (no token: this machine only)'}"))
     finally:
         await _close(store, provider)
 

@@ -85,12 +85,15 @@ PUBLIC = {
         "MessageStarted", "RateLimit", "SQLiteStore", "Session", "SessionBusy", "SessionClosed", "SessionLimit",
         "ShuttingDown", "StdioConduit", "StepFactory", "Store", "StoreCheckpoints", "StoreConflict", "StoreError",
         "StorePaused", "StoredSession", "ToolResultsMismatch", "TurnProcessor", "TurnStored", "TurnUpdated",
-        "current_checkpoints", "event_to_json", "open_store", "openai_app", "openai_routes", "step_factory",
-        "tune_collector"
+        "agui_routes", "current_checkpoints", "event_to_json", "open_store", "openai_app", "openai_routes",
+        "step_factory", "tune_collector"
     ],
     "session.stores": [
         "CheckpointStore", "DeletingStore", "InboxStore", "ListingStore", "MemoryStore", "SQLiteStore", "Store",
         "StoreCheckpoints", "StoreConflict", "StoreError", "StoredSession", "open_store"
+    ],
+    "session.agui": [
+        "agui_routes"
     ],
     "session.http": [
         "EventLog", "EventReader", "EventsLost", "HTTPConduit", "LoggedEvent", "RateLimit", "event_to_json"

@@ -1,6 +1,6 @@
 """``HTTPConduit``: serves a manager's sessions over HTTP (with uvicorn on asyncio, Hypercorn on trio): the
-session routes, the OpenAI-compatible API beside them, and the guards in front of both (request log, bearer
-auth, rate limit, body size)."""
+session routes, the OpenAI-compatible API and the AG-UI route beside them, the chat page at ``/``, and the guards
+in front of them all (request log, bearer auth, rate limit, body size)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from loop.checks import positive_int, positive_number
 from provider import is_loopback
 from session._bearer import TokenQuota
 from session._manager import Manager
+from session.agui._app import agui_routes, check_approvals
 from session._serving import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONVERSATION_BYTES, listen, serve_asgi
 from session.http._guards import (ERROR_HANDLERS, OPENAI_PREFIX, BearerAuth, BodyLimit, RateLimit, RateLimited,
                                   RequestLog)
@@ -25,6 +26,7 @@ from session.http._routes import OPEN_PATHS, SessionRoutes
 from session.openai._app import openai_routes
 from session.openai._policy import check_policy
 from session.openai._errors import unauthorized as openai_unauthorized
+from session.web._page import PAGE_PATHS, page_routes
 
 __all__ = ["HTTPConduit"]
 
@@ -76,6 +78,13 @@ class HTTPConduit:
     Tool calls that need approval wait for a person on the session routes (``/sessions/{id}/approvals``); under
     ``/v1``, whose clients cannot be asked, ``openai_approvals`` decides them: ``"deny"`` (the default) or
     ``"allow"``.
+
+    ``POST /agui`` speaks the AG-UI protocol (``session.agui``) on the same sessions: a thread there is the
+    session of the same id here. AG-UI clients can be asked, so by default (``agui_approvals="ask"``) a call that
+    needs approval ends the run with the protocol's interrupt, answered by the next run's ``resume``; ``"deny"``
+    and ``"allow"`` decide them instead. Unless ``page`` is false, ``GET /`` serves the chat page (``session.web``): it
+    asks for the token in the browser and uses the routes above; its few files are the only paths besides
+    ``/healthz`` and ``/openapi.json`` that need no token.
     """
 
     def __init__(
@@ -98,9 +107,12 @@ class HTTPConduit:
         cors_origins: Sequence[str] = (),
         max_conversation_bytes: int | None = DEFAULT_MAX_CONVERSATION_BYTES,
         openai_approvals: str = "deny",
+        agui_approvals: str = "ask",
+        page: bool = True,
     ) -> None:
         self.tokens = _check_tokens(token)
         self.openai_approvals = check_policy(openai_approvals)
+        self.agui_approvals = check_approvals(agui_approvals)
         if not isinstance(host, str) or not host:
             raise UsageError(f"host must be a host name or address, got {host!r}")
         if self.tokens is None and not allow_no_token:
@@ -138,6 +150,9 @@ class HTTPConduit:
         if openai_model is not None and (not isinstance(openai_model, str) or not openai_model.strip()):
             raise UsageError(f"openai_model must be a model name or None, got {openai_model!r}")
         self.openai_model = openai_model
+        if not isinstance(page, bool):
+            raise UsageError(f"page must be true or false, got {page!r}")
+        self.page = page
 
     @contextlib.asynccontextmanager
     async def _running(self, manager: Manager) -> AsyncIterator[tuple[Starlette, SessionRoutes]]:
@@ -161,17 +176,21 @@ class HTTPConduit:
             yield app
 
     def _starlette(self, api: SessionRoutes) -> Starlette:
-        routes = api.routes()
+        open_paths = (*OPEN_PATHS, *PAGE_PATHS) if self.page else OPEN_PATHS
+        routes = [*(page_routes() if self.page else ()), *api.routes()]
+        routes += agui_routes(api.manager, session_key=api.key, on_open=api.opened, quota=api.quota,
+                              keepalive=self.keepalive, body_timeout=self.body_timeout,
+                              max_body_bytes=self.max_body_bytes, approvals=self.agui_approvals)
         if self.openai_model is not None:
             routes += openai_routes(api.manager, model_name=self.openai_model, session_key=api.key, on_open=api.opened,
                                     max_body_bytes=self.max_body_bytes, keepalive=self.keepalive, quota=api.quota,
                                     body_timeout=self.body_timeout, approvals=self.openai_approvals)
         middleware = [Middleware(RequestLog),
                       Middleware(SameSite, allowed_hosts=self.allowed_hosts, cors_origins=self.cors_origins),
-                      Middleware(BearerAuth, tokens=self.tokens, open_paths=OPEN_PATHS,
+                      Middleware(BearerAuth, tokens=self.tokens, open_paths=open_paths,
                                  error_bodies={OPENAI_PREFIX: openai_unauthorized})]
         if self.rate_limit is not None:
-            middleware.append(Middleware(RateLimited, limit=self.rate_limit, exempt=OPEN_PATHS))
+            middleware.append(Middleware(RateLimited, limit=self.rate_limit, exempt=open_paths))
         middleware.append(Middleware(BodyLimit, max_bytes=self.max_body_bytes))
         return Starlette(routes=routes, middleware=middleware, exception_handlers=ERROR_HANDLERS)
 

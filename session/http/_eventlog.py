@@ -2,6 +2,8 @@
 
 This is what lets a client that disconnects lose nothing: the log records every event of the session whether
 or not anyone is reading, and a reader that comes back with the last id it saw gets exactly what came after.
+It records the events of branches, tools' own runs and verifiers too, marked as off the main line, for the
+readers that ask for them (a view of the whole run); the others never see them.
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ def time_ids() -> int:
 
 @attrs.frozen
 class LoggedEvent:
-    """One recorded event: its number in the log (from 1), its wire ``type`` and its JSON text ``data``."""
+    """One recorded event: its number in the log (from 1), its wire ``type``, its JSON text ``data``, and whether
+    the conversation's main line published it (``main``) rather than a branch, a tool's own run or a verifier."""
 
     id: int
     type: str
     data: str
+    main: bool = True
 
 
 @attrs.frozen
@@ -63,7 +67,7 @@ class EventLog:
         positive_int("an event log's first id", first_id)
         self.events = events
         self.closed = False
-        self._subscription = events.subscribe(buffer=None, stamped=True, main_line=True)
+        self._subscription = events.subscribe(buffer=None, stamped=True)
         self._ring: list[LoggedEvent] = []
         self._start = first_id
         self._next = first_id
@@ -88,14 +92,18 @@ class EventLog:
 
     def record(self, event: Any) -> LoggedEvent:
         """Number and keep ``event`` (encoded for the wire now), evicting the oldest beyond ``size``. A
-        ``Stamped`` event is recorded with the run path that published it (``"path"``, when there is one)."""
+        ``Stamped`` event is recorded with the run path that published it (``"path"``, when there is one), and
+        one off the main line with ``"main": false``."""
+        main = True
         if type(event) is Stamped:
             data = event_to_json(event.event)
             if event.path:
                 data["path"] = event.path
+            if not event.main:
+                main = data["main"] = False
         else:
             data = event_to_json(event)
-        entry = LoggedEvent(self._next, data["type"], dumps(data))
+        entry = LoggedEvent(self._next, data["type"], dumps(data), main)
         if len(self._ring) < self.size:
             self._ring.append(entry)
         else:
@@ -113,7 +121,7 @@ class EventLog:
         # Catching up and subscribing anew happen without a checkpoint between them, so no event falls in a gap.
         self.catch_up()
         self._subscription.close()
-        self._subscription = events.subscribe(buffer=None, stamped=True, main_line=True)
+        self._subscription = events.subscribe(buffer=None, stamped=True)
         self.events = events
         if self._moved is not None:
             self._moved.set()
@@ -141,12 +149,13 @@ class EventLog:
         finally:
             self.close()
 
-    def reader(self, after: int = 0) -> EventReader:
-        """A reader of the events after id ``after`` (0: from the start). An id from before this log's first
-        (one a log it replaced gave out) reads from its start; an id beyond the newest, from the newest on."""
+    def reader(self, after: int = 0, *, branches: bool = False) -> EventReader:
+        """A reader of the events after id ``after`` (0: from the start): the main line's only, unless
+        ``branches``. An id from before this log's first (one a log it replaced gave out) reads from its start;
+        an id beyond the newest, from the newest on."""
         non_negative_int("'after' (an event id)", after)
         self.catch_up()
-        return EventReader(self, min(max(after, self._start - 1), self.last_id))
+        return EventReader(self, min(max(after, self._start - 1), self.last_id), branches=branches)
 
     def catch_up(self) -> None:
         """Record the events published but not yet recorded (``run`` does so too, a moment later)."""
@@ -166,11 +175,13 @@ class EventLog:
 
 
 class EventReader:
-    """One reader's place in an ``EventLog``: ``position`` is the id of the last event it was given."""
+    """One reader's place in an ``EventLog``: ``position`` is the id of the last event it was given (or passed
+    over: a reader without ``branches`` skips the events off the main line)."""
 
-    def __init__(self, log: EventLog, position: int) -> None:
+    def __init__(self, log: EventLog, position: int, *, branches: bool = False) -> None:
         self.log = log
         self.position = position
+        self.branches = branches
 
     @property
     def done(self) -> bool:
@@ -189,7 +200,8 @@ class EventReader:
             self.position = first - 1
         while self.position < log.last_id:
             entry = log.entry(self.position + 1)
-            out.append(entry)
+            if entry.main or self.branches:
+                out.append(entry)
             self.position = entry.id
         return out
 

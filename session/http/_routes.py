@@ -9,6 +9,7 @@ Routes (every one but ``/healthz`` and ``/openapi.json`` needs ``Authorization: 
     POST   /sessions/{id}/interrupt         200 {"dropped"}               cancel the current message
     GET    /sessions/{id}/turns             200 {"turns","next"}          a page of the stored conversation
     GET    /sessions/{id}/events            200 text/event-stream         every event, resumable by Last-Event-ID
+                                                                          (the main line's; ?branches=true: all)
     GET    /sessions/{id}/approvals         200 {"approvals"}             tool calls waiting for approval
     POST   /sessions/{id}/approvals         202 {"message_id"}            approve or deny them (``_approvals``)
     GET    /openapi.json, GET /healthz
@@ -378,8 +379,11 @@ class SessionRoutes:
             if raw and not _EVENT_ID.fullmatch(raw):
                 raise Problem(400, "bad_event_id",
                               f"{name} must be an event id (0 to {MAX_EVENT_ID}), got {raw!r}"[:200])
+        branches = request.query_params.get("branches", "false")
+        if branches not in ("true", "false"):
+            raise Problem(400, "bad_query", f"'branches' must be true or false, got {branches!r}"[:200])
         self._open(owned)
-        reader = owned.log.reader(int(header or query or "0"))
+        reader = owned.log.reader(int(header or query or "0"), branches=branches == "true")
         return Streamed(self._stream(reader), media_type="text/event-stream",
                         headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
 

@@ -367,3 +367,24 @@ async def test_serve_stops_on_cancellation_and_the_turn_goes_on() -> None:
             while session.state.answer is None or session.state.last.role is not Role.ASSISTANT:
                 await anyio.sleep(0.01)
     assert session.state.answer == "The sum is 2."
+
+
+async def test_branches_reach_only_the_readers_that_ask_for_them() -> None:
+    from cognitive import ReAct, SelfConsistency
+
+    processor = new_turn_processor(lambda step: SelfConsistency(ReAct(step), n=3))
+    async with on_socket(Function(echo), processor=processor) as served:
+        client = served.client()
+        session_id = await open_session(client)
+        url = f"/sessions/{session_id}/events"
+        assert (await client.get(url, params={"branches": "yes"})).status_code == 400
+        assert (await client.post(f"/sessions/{session_id}/messages", json={"text": "vote"})).status_code == 202
+        async with client.stream("GET", url) as main, client.stream("GET", url, params={"branches": "true"}) as all_:
+            main_frames = await SSE(main).until("message_finished")
+            all_frames = await SSE(all_).until("message_finished")
+    assert all(f.data.get("main", True) for f in main_frames)
+    branch = [f for f in all_frames if f.data.get("main") is False]
+    samples = {f.data["path"].split("/")[1] for f in branch if f.event == "turn_completed"}
+    assert samples == {"sample 1", "sample 2", "sample 3"}
+    assert {f.id for f in main_frames} < {f.id for f in all_frames}  # one numbering: a reader may switch views
+    assert texts(main_frames) == texts([f for f in all_frames if f.data.get("main", True)])

@@ -53,7 +53,7 @@ def test_event_streams_are_described_event_by_event() -> None:
     streams = [(path, media) for path, item in DOCUMENT["paths"].items() for operation in item.values()
                for answer in operation["responses"].values()
                for kind, media in answer.get("content", {}).items() if kind == "text/event-stream"]
-    assert [path for path, _ in streams] == ["/sessions/{id}/events", "/v1/chat/completions"]
+    assert [path for path, _ in streams] == ["/sessions/{id}/events", "/agui", "/v1/chat/completions"]
     assert all(set(media) == {"itemSchema"} for _, media in streams)  # not a "schema": the body is no one string
     events = DOCUMENT["components"]["schemas"]["SessionEvent"]["properties"]["event"]["enum"]
     assert events == [*EVENT_TYPES, "events_lost"]
@@ -77,7 +77,8 @@ def test_every_status_an_operation_can_answer_is_listed() -> None:
 
 async def test_the_server_refuses_exactly_the_event_ids_the_document_does() -> None:
     for place in ("query", "header"):
-        (parameter,) = [p for p in DOCUMENT["paths"]["/sessions/{id}/events"]["get"]["parameters"] if p["in"] == place]
+        (parameter,) = [p for p in DOCUMENT["paths"]["/sessions/{id}/events"]["get"]["parameters"]
+                        if p["in"] == place and p["name"] in ("after", "Last-Event-ID")]
         assert parameter["schema"] == {"anyOf": [{"type": "integer", "minimum": 0, "maximum": 10**18 - 1},
                                                  {"const": ""}]}
         assert MAX_EVENT_ID == 10**18 - 1
