@@ -58,6 +58,9 @@ SH_COVERAGE = {  # a marker naming one documented command (see shell.names) -> t
     "ID=$(curl": SERVE_AND_CURL,
     """-d '{"text": "What is 2 + 3?"}'""": SERVE_AND_CURL,
     "/sessions/$ID/events": SERVE_AND_CURL,
+    # README.md and web.md
+    "serve examples.self_consistency:make_agent --port 8000":
+        "test_docs_web_page.py::test_the_documented_page_shows_a_vote_as_it_happens",
     # index.md
     "python -m session chat agent:make_agent": f"{HERE}::test_the_first_agent_chats_on_its_demo_model",
     "OPENAI_API_KEY=sk-... python -m session chat agent:make_agent": CHAT_ON_OPENAI,
