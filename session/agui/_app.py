@@ -65,7 +65,8 @@ from session._bearer import TokenQuota, caller_in, owner_in
 from session._manager import Manager, SessionLimit, ShuttingDown
 from session._message import ToolResultsMismatch, before
 from session._session import Session
-from session.agui._errors import Problem, client_closed
+from session._problem import Problem
+from session.agui._errors import client_closed
 from session.agui._input import RunRequest, decisions, parse_input
 from session.agui._run import SHUTTING_DOWN, Run
 from session.openai._errors import OpenAIError

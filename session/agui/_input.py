@@ -19,7 +19,8 @@ from ag_ui.core import ResumeEntry, RunAgentInput
 
 from loop import Decision, ToolCall, ToolSpec, UsageError, external_tools
 from session._serving import MAX_JSON_DEPTH, json_depth, lone_surrogate, utf8_json
-from session.agui._errors import Problem, invalid
+from session._problem import Problem
+from session.agui._errors import invalid
 from session.agui._messages import Conversation, read_messages
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")

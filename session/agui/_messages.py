@@ -29,7 +29,8 @@ from ag_ui.core import Message as AGUIMessage
 
 from loop import Reasoning, Role, Text, ToolCall, ToolResult, Turn
 from session._message import UNANSWERED
-from session.agui._errors import Problem, invalid
+from session._problem import Problem
+from session.agui._errors import invalid
 
 ID_KEY = "agui_id"  # where a seeded turn keeps the id its client gave the message
 LEFT_OPEN = {"status": "pending", "reason": "left for the client to answer"}

@@ -15,7 +15,7 @@ from cognitive import GuardrailTripped, left_open
 from loop import Caller, Decision, State, Subscription, ToolResult, awaiting_approval, tracing
 from session._events import MessageFailed, MessageFinished, MessageQueued, MessageStarted
 from session._session import Session
-from session.agui._errors import Problem
+from session._problem import Problem
 from session.agui._input import RunRequest
 from session.agui._translate import Translator
 from session.openai._answer import failure

@@ -21,11 +21,12 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from loop import LoopError, tracing
+from loop import tracing
 from loop.checks import positive_int, positive_number
 from session._bearer import BearerAuth as BearerAuth  # the conduit's guards include the shared bearer check
 from session._bearer import under
 from session._manager import SessionLimit
+from session._problem import Problem as Problem  # raised by every route, answered by ERROR_HANDLERS
 from session._session import SessionBusy, SessionClosed
 from session.openai._errors import OpenAIError
 from session.stores._protocol import StoreError
@@ -49,23 +50,14 @@ _OPENAI_NAMES = {
 }
 
 
-class Problem(LoopError):
-    """Raised to answer a request with an HTTP error: ``status``, a snake_case ``kind`` and a message."""
-
-    def __init__(self, status: int, kind: str, message: str, headers: Mapping[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.kind = kind
-        self.message = message
-        self.headers = dict(headers or {})
-
-    def body(self, path: str) -> bytes:
-        """The JSON body answering a request for ``path``: OpenAI's error format under ``/v1``, else this API's."""
-        if under(path, OPENAI_PREFIX):
-            error_type, code = _OPENAI_NAMES.get(
-                self.kind, ("server_error" if self.status >= 500 else "invalid_request_error", self.kind))
-            return json.dumps(OpenAIError(self.status, self.message, type=error_type, code=code).body()).encode()
-        return json.dumps({"error": {"type": self.kind, "message": self.message}}).encode() + b"\n"
+def _body(problem: Problem, path: str) -> bytes:
+    """The JSON body answering a request for ``path`` with ``problem``: OpenAI's error format under ``/v1``, else
+    this API's."""
+    if under(path, OPENAI_PREFIX):
+        error_type, code = _OPENAI_NAMES.get(
+            problem.kind, ("server_error" if problem.status >= 500 else "invalid_request_error", problem.kind))
+        return json.dumps(OpenAIError(problem.status, problem.message, type=error_type, code=code).body()).encode()
+    return json.dumps(problem.error()).encode() + b"\n"
 
 
 async def send_problem(send: Callable[..., Any], problem: Problem, scope: Scope) -> None:
@@ -73,11 +65,11 @@ async def send_problem(send: Callable[..., Any], problem: Problem, scope: Scope)
     headers = [(b"content-type", b"application/json")]
     headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in problem.headers.items()]
     await send({"type": "http.response.start", "status": problem.status, "headers": headers})
-    await send({"type": "http.response.body", "body": problem.body(scope["path"])})
+    await send({"type": "http.response.body", "body": _body(problem, scope["path"])})
 
 
 def _answer(request: Request, problem: Problem) -> Response:
-    return Response(problem.body(request.scope["path"]), problem.status, problem.headers,
+    return Response(_body(problem, request.scope["path"]), problem.status, problem.headers,
                     media_type="application/json")
 
 
