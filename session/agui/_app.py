@@ -50,11 +50,9 @@ longer waited for. A stream quiet for ``keepalive`` seconds gets an SSE comment,
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from typing import Any, Union, cast
 
-import anyio
 from starlette.requests import ClientDisconnect, Request
 from starlette.routing import Route
 
@@ -62,10 +60,11 @@ from loop import (Approver, Decision, EventBus, LoopError, ToolCall, ToolResult,
                   awaiting_approval, has, tracing)
 from loop.checks import positive_int, positive_number
 from session._bearer import TokenQuota, caller_in, owner_in
+from session._body import BodyTooLarge, read_body
 from session._manager import Manager, SessionLimit, ShuttingDown
 from session._message import ToolResultsMismatch, before
-from session._session import Session
 from session._problem import Problem
+from session._session import Session
 from session.agui._errors import client_closed
 from session.agui._input import RunRequest, decisions, parse_input
 from session.agui._run import SHUTTING_DOWN, Run
@@ -156,25 +155,16 @@ class _Endpoint:
         return Run(self, session, run_request, message=message, decisions=given, caller=caller_in(request.scope))
 
     async def _body(self, request: Request) -> bytes:
-        too_large = Problem(413, "payload_too_large", f"the request body is larger than {self.max_body_bytes} bytes")
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self.max_body_bytes:
-            raise too_large
-        body = bytearray()
         try:
-            # Closed here when the body is refused part-way, not left to the garbage collector (trio warns).
-            with anyio.fail_after(self.body_timeout):
-                async with contextlib.aclosing(request.stream()) as chunks:
-                    async for chunk in chunks:
-                        body += chunk
-                        if len(body) > self.max_body_bytes:
-                            raise too_large
+            return await read_body(request, max_bytes=self.max_body_bytes, timeout=self.body_timeout)
+        except BodyTooLarge:
+            raise Problem(413, "payload_too_large",
+                          f"the request body is larger than {self.max_body_bytes} bytes") from None
         except TimeoutError:
             raise Problem(408, "request_timeout", f"the request body did not arrive within {self.body_timeout:g} s",
                           {"connection": "close"}) from None
         except ClientDisconnect:
             raise client_closed() from None
-        return bytes(body)
 
     async def _open(self, request: Request, run_request: RunRequest) -> Session:
         """The thread's session, opened (from the input's earlier messages when the thread is new)."""

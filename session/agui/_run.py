@@ -13,9 +13,9 @@ from ag_ui.encoder import EventEncoder
 
 from cognitive import GuardrailTripped, left_open
 from loop import Caller, Decision, State, Subscription, ToolResult, awaiting_approval, tracing
-from session._events import MessageFailed, MessageFinished, MessageQueued, MessageStarted
-from session._session import Session
+from session._followed import Followed
 from session._problem import Problem
+from session._session import Session
 from session.agui._input import RunRequest
 from session.agui._translate import Translator
 from session.openai._answer import failure
@@ -29,11 +29,12 @@ SHUTTING_DOWN = "The server is shutting down; the run was stopped before it fini
                 "is back."
 
 
-class _Message:
+class _Message(Followed):
     """The run's message sent to the thread's session, followed through the session's events to its outcome."""
 
     def __init__(self, session: Session, message: Union[str, tuple[ToolResult, ...], None],
                  decisions: list[Decision] | None, endpoint: _Endpoint, request: RunRequest, caller: Caller) -> None:
+        super().__init__()
         self.session = session
         self.message = message
         self.decisions = decisions
@@ -41,9 +42,6 @@ class _Message:
         self.request = request
         self.caller = caller
         self.events: Subscription | None = None
-        self.message_id: str | None = None
-        self.running = False  # the session is processing this message now
-        self.ended = False  # the session reported it finished or failed
         self.state: State | None = None
         self.error: Exception | None = None
         self.refused = False  # the session did not take the message: nothing ran
@@ -67,20 +65,6 @@ class _Message:
                 self.refused = not taken.drain()
             finally:
                 self.done.set()
-
-    def observe(self, event: Any) -> bool:
-        """Note what ``event`` says about this message; whether it was published while the message ran."""
-        if self.message_id is None:
-            if isinstance(event, MessageQueued):
-                self.message_id = event.message_id
-            return False
-        if isinstance(event, MessageStarted):
-            self.running = event.message_id == self.message_id
-        elif isinstance(event, (MessageFinished, MessageFailed)) and event.message_id == self.message_id:
-            self.running, self.ended = False, True
-        else:
-            return self.running
-        return False
 
     def catch_up(self) -> None:
         assert self.events is not None  # set by the run

@@ -110,6 +110,7 @@ from starlette.routing import Route
 from loop import EventBus, LoopError, ToolRunner, UsageError, has, tracing
 from loop.checks import positive_int, positive_number
 from session._bearer import BearerAuth, TokenQuota, caller_in, owner_in
+from session._body import BodyTooLarge, read_body
 from session._manager import Manager, SessionLimit, ShuttingDown
 from session._serving import DEFAULT_MAX_BODY_BYTES
 from session._session import Session
@@ -270,26 +271,16 @@ class _Endpoint:
         return self._agent_tools
 
     async def _body(self, request: Request) -> bytes:
-        too_large = OpenAIError(413, f"The request body is larger than {self.max_body_bytes} bytes.",
-                                code="request_too_large")
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self.max_body_bytes:
-            raise too_large
-        body = bytearray()
         try:
-            # Closed here when the body is refused part-way, not left to the garbage collector (trio warns).
-            with anyio.fail_after(self.body_timeout):
-                async with contextlib.aclosing(request.stream()) as chunks:
-                    async for chunk in chunks:
-                        body += chunk
-                        if len(body) > self.max_body_bytes:
-                            raise too_large
+            return await read_body(request, max_bytes=self.max_body_bytes, timeout=self.body_timeout)
+        except BodyTooLarge:
+            raise OpenAIError(413, f"The request body is larger than {self.max_body_bytes} bytes.",
+                              code="request_too_large") from None
         except TimeoutError:
             raise OpenAIError(408, f"The request body did not arrive within {self.body_timeout:g} seconds.",
                               code="request_timeout", headers={"connection": "close"}) from None
         except ClientDisconnect:  # logged as client-closed, not as a failure of the server's
             raise client_closed() from None
-        return bytes(body)
 
     async def _open(self, request: Request, chat: ChatRequest) -> tuple[Session, str, bool]:
         """The request's session, the name its client knows it by, and whether it is a fresh one for this

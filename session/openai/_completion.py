@@ -17,7 +17,7 @@ from starlette.responses import Response
 
 from cognitive import GuardrailTripped
 from loop import Approver, Caller, Role, State, Subscription, Turn, tracing
-from session._events import MessageFailed, MessageFinished, MessageQueued, MessageStarted
+from session._followed import Followed
 from session._serving import json_text
 from session._session import Session
 from session.openai._answer import (Answer, Deltas, degraded_line, failure, not_ok, shutting_down, sse,
@@ -34,19 +34,17 @@ _WORKER_STOP_WAIT = 10.0  # how long a cancelled request waits for its fresh ses
 _log = tracing.logger("session.openai")
 
 
-class _Run:
+class _Run(Followed):
     """A request's message sent to a session, followed through the session's events to its outcome."""
 
     def __init__(self, session: Session, chat: ChatRequest, caller: Caller | None = None,
                  approver: Approver | None = None) -> None:
+        super().__init__()
         self.session = session
         self.chat = chat
         self.caller = caller  # who sent it: the request's token
         self.approver = approver  # decides the run's calls that need approval (the endpoint's policy)
         self.events: Subscription | None = None
-        self.message_id: str | None = None
-        self.running = False  # the session is processing this message now
-        self.ended = False  # the session reported this message finished or failed
         self.state: State | None = None
         self.error: Exception | None = None
         self.refused = False  # the session did not take the message (closed, or its queue full): nothing ran
@@ -73,20 +71,6 @@ class _Run:
                 self.over = True
             finally:
                 self.done.set()
-
-    def observe(self, event: Any) -> bool:
-        """Note what ``event`` says about this message; whether it was published while the message ran."""
-        if self.message_id is None:
-            if isinstance(event, MessageQueued):
-                self.message_id = event.message_id
-            return False
-        if isinstance(event, MessageStarted):
-            self.running = event.message_id == self.message_id
-        elif isinstance(event, (MessageFinished, MessageFailed)) and event.message_id == self.message_id:
-            self.running, self.ended = False, True
-        else:
-            return self.running
-        return False
 
     def catch_up(self) -> None:
         """Observe every event received so far."""
