@@ -9,12 +9,13 @@ import time
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.abc
 
-from loop import EventBus, LoopError, Provider, State, Step, Tool, Turn, TurnExecutor, UsageError, has, tracing
+from loop import (EventBus, LoopError, Provider, State, Step, Tool, ToolRunner, Turn, TurnExecutor, UsageError, has,
+                  tracing)
 from loop.checks import positive_int, positive_number
 from session._groups import unwrap
 from session._resume import history_of, resume
@@ -307,3 +308,13 @@ class Manager:
                 if not session.busy and now - session.last_active > timeout:
                     _log.info("closing idle session", session=session.id)
                     await self.close(session.id)
+
+
+def agent_tool_names(manager: Manager) -> frozenset[str]:
+    """The names of the tools a step the manager makes offers (none when its steps run no tools): what a
+    conduit's client may not name a tool of its own."""
+    step = manager.make_step(manager.provider, EventBus())
+    if not has(step, ToolRunner):
+        return frozenset()
+    return frozenset(t.spec.name for t in cast(ToolRunner, step).pipeline.tools)
+

@@ -51,17 +51,16 @@ longer waited for. A stream quiet for ``keepalive`` seconds gets an SSE comment,
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Union, cast
+from typing import Any, Union
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.routing import Route
 
-from loop import (Approver, Decision, EventBus, LoopError, ToolCall, ToolResult, ToolRunner, UsageError,
-                  awaiting_approval, has, tracing)
+from loop import Approver, Decision, LoopError, ToolCall, ToolResult, UsageError, awaiting_approval, tracing
 from loop.checks import positive_int, positive_number
 from session._bearer import TokenQuota, caller_in, owner_in
 from session._body import BodyTooLarge, read_body
-from session._manager import Manager, SessionLimit, ShuttingDown
+from session._manager import Manager, SessionLimit, ShuttingDown, agent_tool_names
 from session._message import ToolResultsMismatch, before
 from session._problem import Problem
 from session._session import Session
@@ -137,12 +136,9 @@ class _Endpoint:
         self._agent_tools: frozenset[str] | None = None
 
     def agent_tools(self) -> frozenset[str]:
-        """The names of the agent's own tools (a session's step's), which frontend tools may not take."""
+        """The names of the agent's own tools, which frontend tools may not take (found once)."""
         if self._agent_tools is None:
-            manager = self.manager
-            step = manager.make_step(manager.provider, EventBus())
-            tools = cast(ToolRunner, step).pipeline.tools if has(step, ToolRunner) else ()
-            self._agent_tools = frozenset(t.spec.name for t in tools)
+            self._agent_tools = agent_tool_names(self.manager)
         return self._agent_tools
 
     async def run(self, request: Request) -> Any:

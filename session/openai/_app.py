@@ -97,7 +97,7 @@ import inspect
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Union, cast
+from typing import Any, Union
 
 import anyio
 from starlette.applications import Starlette
@@ -107,11 +107,11 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from loop import EventBus, LoopError, ToolRunner, UsageError, has, tracing
+from loop import LoopError, UsageError, tracing
 from loop.checks import positive_int, positive_number
 from session._bearer import BearerAuth, TokenQuota, caller_in, owner_in
 from session._body import BodyTooLarge, read_body
-from session._manager import Manager, SessionLimit, ShuttingDown
+from session._manager import Manager, SessionLimit, ShuttingDown, agent_tool_names
 from session._serving import DEFAULT_MAX_BODY_BYTES
 from session._session import Session
 from session._message import ToolResultsMismatch, before
@@ -262,12 +262,9 @@ class _Endpoint:
         return completion if chat.stream else await completion.respond(request.receive)
 
     def agent_tools(self) -> frozenset[str]:
-        """The names of the agent's own tools (a session's step's), which client tools may not take."""
+        """The names of the agent's own tools, which client tools may not take (found once)."""
         if self._agent_tools is None:
-            manager = self.manager
-            step = manager.make_step(manager.provider, EventBus())
-            tools = cast(ToolRunner, step).pipeline.tools if has(step, ToolRunner) else ()
-            self._agent_tools = frozenset(t.spec.name for t in tools)
+            self._agent_tools = agent_tool_names(self.manager)
         return self._agent_tools
 
     async def _body(self, request: Request) -> bytes:
