@@ -21,13 +21,15 @@ export class ApiError extends Error {
 
 let onUnauthorized = () => {};
 
-/** Call `handler(message)` whenever the server refuses the token (401). */
+/** Call `handler(message, refused)` whenever the server answers 401: `refused` is the token it refused (null when
+ * the page had none to send). */
 export function whenUnauthorized(handler) {
   onUnauthorized = handler;
 }
 
 function headers(extra) {
-  return { Authorization: `Bearer ${token.get() || ""}`, ...extra };
+  const given = token.get();  // none yet: a server serving this machine without a token needs none
+  return given ? { Authorization: `Bearer ${given}`, ...extra } : { ...extra };
 }
 
 async function failure(response) {
@@ -43,7 +45,7 @@ async function failure(response) {
     // not JSON: keep the status line
   }
   const error = new ApiError(response.status, type, message);
-  if (response.status === 401) onUnauthorized(message);
+  if (response.status === 401) onUnauthorized(message, token.get());
   return error;
 }
 

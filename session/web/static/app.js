@@ -61,11 +61,11 @@ $("change-token").addEventListener("click", () => {
   askToken("");
 });
 
-whenUnauthorized((message) => {
+whenUnauthorized((message, refused) => {
   token.clear();
   stopStream();
   setStatus("idle", "");
-  askToken(`The server refused this token (401: ${message}). Enter the right one.`);
+  askToken(refused ? `The server refused this token (401: ${message}). Enter the right one.` : "");
 });
 
 function reported(error) {
@@ -354,8 +354,7 @@ function approvalCard(sessionId, request) {
 // -- start ---------------------------------------------------------------------------------------------------
 
 async function start() {
-  if (!token.get()) return askToken("");
-  if (!(await loadList())) return;
+  if (!(await loadList())) return;  // 401: the server wants a token (asked for), or another one
   const remembered = sessionStorage.getItem(CURRENT);
   if (remembered && (remembered !== page.sessionId || !page.stream)) await open(remembered);
   else if (!page.sessionId) chat.note("info", "Start a new conversation, or pick one from the list.", "hint");

@@ -16,10 +16,12 @@ TOKEN = "page-token"
 
 
 class PageServer:
-    """Serves the test agent until ``stop``; ``url`` once started."""
+    """Serves the test agent until ``stop``; ``url`` once started. ``token=None`` serves without one (this
+    machine only)."""
 
-    def __init__(self, backend: str) -> None:
+    def __init__(self, backend: str, token: str | None = TOKEN) -> None:
         self.backend = backend
+        self.token = token
         self.url = ""
         self.store = MemoryStore()
         self._ready = threading.Event()
@@ -46,7 +48,8 @@ class PageServer:
             self._ready.set()
 
     async def _serve(self) -> None:
-        conduit = HTTPConduit(host="127.0.0.1", port=0, token=TOKEN, keepalive=1.0, shutdown_timeout=1.0)
+        conduit = HTTPConduit(host="127.0.0.1", port=0, token=self.token, allow_no_token=self.token is None,
+                              keepalive=1.0, shutdown_timeout=1.0)
         manager = Manager(agent.processor, provider=agent.provider(), store=self.store,
                           make_step=step_factory(agent.TOOLS))
         async with manager, anyio.create_task_group() as group:

@@ -29,6 +29,29 @@ def test_a_wrong_token_is_refused_and_asked_for_again(page: Page, server: Any) -
     assert "page-token" not in page.url
 
 
+def test_a_server_without_a_token_asks_for_none(page: Page, server: Any) -> None:
+    from tests.session.web.server import PageServer
+
+    tokenless = PageServer(server.backend, token=None).start()
+    try:
+        page.goto(tokenless.url + "/")
+        expect(page.get_by_test_id("list-note")).to_be_hidden()  # the list was read, without a token
+        expect(page.get_by_test_id("token-dialog")).to_be_hidden()
+        page.get_by_test_id("new-conversation").click()
+        live(page)
+        send(page, "please add 1 and 1")
+        expect(page.get_by_test_id("answer-text")).to_have_text("The sum is 2.0.")
+        assert page.evaluate("() => sessionStorage.getItem('chat.token')") is None
+    finally:
+        tokenless.stop()
+
+
+def test_a_first_visit_asks_for_the_token_without_calling_it_wrong(page: Page, server: Any) -> None:
+    page.goto(server.url + "/")
+    expect(page.get_by_test_id("token-dialog")).to_be_visible()
+    expect(page.get_by_test_id("token-error")).to_be_hidden()
+
+
 def test_a_reload_shows_the_stored_conversation_and_the_list_reopens_others(page: Page, server: Any) -> None:
     start_chat(page, server)
     send(page, "please add 4 and 5")
@@ -91,9 +114,11 @@ def test_a_dropped_stream_resumes_where_it_stopped_without_repeating_text(page: 
 
 
 def test_a_server_that_cannot_list_conversations_still_chats(page: Page, server: Any) -> None:
+    # As the server would: the token is checked first (401 without one), then the store is found unable to list.
     page.route("**/sessions?limit=50", lambda route: route.fulfill(
         status=501, content_type="application/json",
-        body='{"error": {"type": "not_supported", "message": "this store cannot list"}}'))
+        body='{"error": {"type": "not_supported", "message": "this store cannot list"}}')
+        if route.request.headers.get("authorization") else route.continue_())
     start_chat(page, server)
     note = page.get_by_test_id("list-note")
     expect(note).to_be_visible()
