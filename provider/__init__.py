@@ -1,7 +1,8 @@
 """Implementations of ``loop.Provider``.
 
 ``Scripted`` and ``Function`` run offline: the demo uses them by default and tests use them to stand in for a
-model. ``OpenAICompatible`` and ``Anthropic`` speak the real wire protocols over httpx. ``Retry`` wraps any
+model. ``OpenAICompatible`` (Chat Completions), ``OpenAIResponses`` (OpenAI's Responses API) and ``Anthropic``
+speak the real wire protocols over httpx. ``Retry`` wraps any
 provider; ``Recording`` and ``Replay`` capture real traffic once and serve it back offline.
 
 Errors, under the ``loop.errors`` tree:
@@ -17,6 +18,7 @@ from provider._cassette import CassetteMismatch, Recording, Replay
 from provider._http import is_loopback
 from provider._offline import Function, ReplyFunction, Scripted
 from provider._openai import OpenAICompatible
+from provider._responses import OpenAIResponses
 from provider._replies import Reply, tool_call
 from provider._retry import Retry
 from provider._spec import from_environment, from_spec
@@ -26,6 +28,7 @@ __all__ = [
     "CassetteMismatch",
     "Function",
     "OpenAICompatible",
+    "OpenAIResponses",
     "Recording",
     "Replay",
     "Reply",

@@ -14,6 +14,7 @@ from loop import (Delta, DeltaStream, ProviderInfo, Reasoning, Request, Role, Te
                   UsageError, UseTool)
 from loop.checks import int_at_least, positive_int
 from loop.errors import StreamError
+from provider._responses_items import REASONING_SIGNATURE
 from provider._anthropic_events import REDACTED, MessageEvents
 from provider._http import drain, json_data, sse_stream, status_error, transport_error
 from provider._prompt_cache import MAX_BREAKPOINTS, marks, minimum_tokens, place_breakpoints
@@ -207,8 +208,9 @@ def _blocks(turn: Turn) -> list[dict[str, Any]]:
     for part in turn.parts:
         if isinstance(part, Text) and part.text.strip():  # the API refuses empty and whitespace-only text blocks
             blocks.append({"type": "text", "text": part.text})
-        elif isinstance(part, Reasoning) and part.signature:
-            # Only signed thinking can go back; reasoning from another provider cannot be verified.
+        elif isinstance(part, Reasoning) and part.signature and not part.signature.startswith(REASONING_SIGNATURE):
+            # Only Anthropic's signed thinking can go back; reasoning from another provider (OpenAI's encrypted
+            # reasoning items included) cannot be verified.
             if part.signature.startswith(REDACTED):
                 blocks.append({"type": "redacted_thinking", "data": part.signature[len(REDACTED):]})
             else:

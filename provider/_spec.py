@@ -11,9 +11,10 @@ import httpx
 from loop import Provider, UsageError, has
 from provider._anthropic import ANTHROPIC_URL, Anthropic
 from provider._openai import OPENAI_URL, OpenAICompatible
+from provider._responses import OpenAIResponses
 from provider._retry import Retry
 
-FORMS = ("openai:MODEL", "anthropic:MODEL", "openai-compatible:MODEL@BASE_URL")
+FORMS = ("openai:MODEL", "anthropic:MODEL", "openai-compatible:MODEL@BASE_URL", "openai-responses:MODEL[@BASE_URL]")
 _ACCEPTED = (f"use one of {', '.join(FORMS)} "
              "(e.g. openai:gpt-4o-mini or openai-compatible:llama3@http://127.0.0.1:11434/v1)")
 # The model ends at the first '@' that starts an http(s) URL, so model names may hold '@' (org/model@v2) and
@@ -49,6 +50,8 @@ def from_spec(spec: str, *, client: httpx.AsyncClient | None = None) -> Provider
     - ``anthropic:MODEL`` goes to ``ANTHROPIC_BASE_URL`` when it is set, else to Anthropic.
     - ``openai-compatible:MODEL@BASE_URL`` goes to ``BASE_URL`` whatever ``OPENAI_BASE_URL`` says; when that
       variable is set, ``openai-compatible:MODEL`` (no ``@``) goes to it.
+    - ``openai-responses:MODEL`` speaks OpenAI's Responses API (``OpenAIResponses``) to ``OPENAI_BASE_URL`` when it
+      is set, else to OpenAI; ``openai-responses:MODEL@BASE_URL`` to another server that speaks it.
 
     A URL after the model of ``openai:`` or ``anthropic:`` is refused, not sent as part of the model's name. A
     variable is read only where it is used: set to anything but an http(s) URL it is a ``UsageError`` there,
@@ -77,6 +80,13 @@ def from_spec(spec: str, *, client: httpx.AsyncClient | None = None) -> Provider
     if kind == "anthropic":
         _refuse_url(spec, match, kind, "ANTHROPIC_BASE_URL")
         return Anthropic(model, base_url=_base_url("ANTHROPIC_BASE_URL") or ANTHROPIC_URL, client=client)
+    if kind == "openai-responses":
+        if match is not None and match["model"].strip():
+            return OpenAIResponses(match["model"].strip(), base_url=match["url"].strip(), client=client)
+        if "@" in model:
+            raise UsageError(f"provider spec {spec!r} needs MODEL or MODEL@BASE_URL with an http(s) BASE_URL; "
+                             f"{_ACCEPTED}")
+        return OpenAIResponses(model, base_url=_base_url("OPENAI_BASE_URL") or OPENAI_URL, client=client)
     if kind != "openai-compatible":
         raise UsageError(f"unknown provider kind {kind!r} in {spec!r}; {_ACCEPTED}")
     if match is not None and match["model"].strip():

@@ -46,8 +46,8 @@ PUBLIC = {
         "usage_attributes"
     ],
     "provider": [
-        "Anthropic", "CassetteMismatch", "Function", "OpenAICompatible", "Recording", "Replay", "Reply",
-        "ReplyFunction", "Retry", "Scripted", "from_environment", "from_spec", "is_loopback", "tool_call"
+        "Anthropic", "CassetteMismatch", "Function", "OpenAICompatible", "OpenAIResponses", "Recording", "Replay",
+        "Reply", "ReplyFunction", "Retry", "Scripted", "from_environment", "from_spec", "is_loopback", "tool_call"
     ],
     "verifier": [
         "Check", "CommandVerifier", "FunctionVerifier", "Guard", "INJECTION_PATTERNS", "JudgeVerifier", "MaxLength",

@@ -151,8 +151,25 @@ def test_a_bad_spec_raises_usage_error_listing_the_accepted_forms(spec: Any, mon
     assert all(form in message for form in FORMS), message
 
 
-def test_the_accepted_forms_are_the_three_documented_ones() -> None:
-    assert FORMS == ("openai:MODEL", "anthropic:MODEL", "openai-compatible:MODEL@BASE_URL")
+def test_the_accepted_forms_are_the_four_documented_ones() -> None:
+    assert FORMS == ("openai:MODEL", "anthropic:MODEL", "openai-compatible:MODEL@BASE_URL",
+                     "openai-responses:MODEL[@BASE_URL]")
+
+
+def test_openai_responses_goes_to_openai_the_environment_or_the_url_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    from provider import OpenAIResponses
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    vendor = from_spec("openai-responses:gpt-4.1")
+    assert isinstance(vendor, OpenAIResponses) and vendor.model == "gpt-4.1"
+    assert str(vendor.base_url).startswith("https://api.openai.com")
+    local = from_spec("openai-responses:qwen@http://127.0.0.1:8080/v1")
+    assert isinstance(local, OpenAIResponses) and str(local.base_url) == "http://127.0.0.1:8080/v1"
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9000/v1")
+    assert str(from_spec("openai-responses:gpt-4.1").base_url) == "http://127.0.0.1:9000/v1"  # type: ignore[attr-defined]
+    with pytest.raises(UsageError, match="MODEL@BASE_URL"):
+        from_spec("openai-responses:gpt-4.1@not-a-url")
 
 
 def test_a_client_that_is_not_an_async_client_is_refused() -> None:
