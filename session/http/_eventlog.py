@@ -9,6 +9,7 @@ readers that ask for them (a view of the whole run); the others never see them.
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncGenerator
 from typing import Any, Union
 
 import anyio
@@ -18,7 +19,7 @@ from loop import EventBus, Stamped, UsageError
 from loop.checks import non_negative_int, positive_int
 from session.http._wire import dumps, event_to_json
 
-__all__ = ["EventLog", "EventReader", "EventsLost", "LoggedEvent", "time_ids"]
+__all__ = ["EventLog", "EventReader", "EventsLost", "LoggedEvent", "sse", "time_ids"]
 
 
 def time_ids() -> int:
@@ -210,3 +211,24 @@ class EventReader:
         self.log.catch_up()
         while not self.log.closed and self.position >= self.log.last_id:
             await self.log._changed()
+
+
+def _frame(item: Entry) -> str:
+    if isinstance(item, EventsLost):
+        return f"event: events_lost\ndata: {dumps({'type': 'events_lost', 'count': item.count})}\n\n"
+    return f"id: {item.id}\nevent: {item.type}\ndata: {item.data}\n\n"
+
+
+async def sse(reader: EventReader, keepalive: float) -> AsyncGenerator[str, None]:
+    """What ``reader`` reads, as server-sent events (an ``events_lost`` event, without an id, for events it
+    missed), with a keep-alive comment after ``keepalive`` quiet seconds; it ends when the log is closed."""
+    while True:
+        for item in reader.pending():
+            yield _frame(item)
+        if reader.done:
+            return
+        with anyio.move_on_after(keepalive) as waited:
+            await reader.wait()
+        if waited.cancelled_caught:
+            yield ": keep-alive\n\n"
+

@@ -206,7 +206,7 @@ class _Buckets:
 class RateLimited:
     """Refuses requests beyond ``limit`` per owner with 429 and ``Retry-After`` (token buckets per owner): POSTs
     by ``per_second`` and ``burst``, reads (GET, HEAD) by their own ``reads_per_second`` and ``read_burst``.
-    Reads of ``exempt`` paths (``/healthz``, ``/openapi.json``) are never limited. A request counts once,
+    Reads of ``exempt`` paths (``/healthz``, the OpenAPI documents, the chat page) are never limited. A request counts once,
     however long its answer runs: an event stream is one read."""
 
     def __init__(self, app: ASGIApp, *, limit: RateLimit, exempt: Iterable[str] = (),

@@ -2,6 +2,8 @@
 
 It lists every status each operation can answer with, and the schema of every body. The event streams are
 described event by event (``itemSchema``, new in OpenAPI 3.2): an SSE event's ``data`` is a string holding JSON.
+``OPENAPI_31`` is the same document rendered as OpenAPI 3.1.1 (``openapi_31``), served at ``/openapi-3.1.json``
+for tools that refuse 3.2.
 """
 
 from __future__ import annotations
@@ -11,12 +13,12 @@ from typing import Any
 from session._serving import MAX_JSON_DEPTH
 from session.agui._openapi import AGUI_OPENAPI
 from session.http._openapi_openai import OPENAI_PATHS, OPENAI_SCHEMAS
-from session.http._openapi_parts import (MAX_EVENT_ID, MAX_PAGE_SIZE, NOT_BLANK, PAGE_SIZE, error, json_body, ref,
-                                         request_body, stream)
+from session.http._openapi_parts import (MAX_EVENT_ID, MAX_PAGE_SIZE, NOT_BLANK, PAGE_SIZE, error, json_body,
+                                         openapi_31, ref, request_body, stream)
 from session.http._wire import EVENT_TYPES
 from session.web._page import PAGE_PATHS
 
-__all__ = ["MAX_EVENT_ID", "MAX_PAGE_SIZE", "NOT_BLANK", "OPENAPI", "PAGE_SIZE"]
+__all__ = ["MAX_EVENT_ID", "MAX_PAGE_SIZE", "NOT_BLANK", "OPENAPI", "OPENAPI_31", "PAGE_SIZE"]
 
 _NOT_JSON = (f"The body is not a JSON object in UTF-8 (UTF-16 and UTF-32 are refused, named), nests arrays and "
              f"objects more than {MAX_JSON_DEPTH} deep, or holds a lone UTF-16 surrogate (an escape such as \\ud800 "
@@ -66,7 +68,9 @@ OPENAPI: dict[str, Any] = {
         "description": (
             "Conversations with an agent. Open a session, post user messages (they queue and run one at a time), "
             "and follow what happens on the session's server-sent event stream, which can be resumed with "
-            "Last-Event-ID after a disconnect. A session is visible only to the bearer token that opened it."
+            "Last-Event-ID after a disconnect. A session is visible only to the bearer token that opened it. "
+            "The same server speaks the Model Context Protocol (streamable HTTP) at /mcp, behind the same bearer "
+            "token; that protocol is described by its own specification, not here."
         ),
     },
     "security": [{"bearer": []}],
@@ -76,8 +80,15 @@ OPENAPI: dict[str, Any] = {
             "responses": {"200": json_body("The server is up.", "Health")},
         }},
         "/openapi.json": {"get": {
-            "operationId": "openapi", "summary": "This document.", "security": [],
-            "responses": {"200": json_body("The OpenAPI document.", {"type": "object"})},
+            "operationId": "openapi", "summary": "This document, in OpenAPI 3.2.", "security": [],
+            "responses": {"200": json_body("The OpenAPI 3.2 document.", {"type": "object"})},
+        }},
+        "/openapi-3.1.json": {"get": {
+            "operationId": "openapi31",
+            "summary": "This document rendered as OpenAPI 3.1.1, for tools that refuse 3.2: the same paths and "
+                       "schemas, but an event stream is described as one string (its per-event schema kept as "
+                       "x-itemSchema) instead of event by event (itemSchema).", "security": [],
+            "responses": {"200": json_body("The OpenAPI 3.1.1 document.", {"type": "object"})},
         }},
         "/sessions": {"get": {
             "operationId": "listSessions",
@@ -280,3 +291,5 @@ OPENAPI: dict[str, Any] = {
         },
     },
 }
+
+OPENAPI_31: dict[str, Any] = openapi_31(OPENAPI)

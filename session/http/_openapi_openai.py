@@ -6,6 +6,7 @@ from typing import Any
 
 from session._serving import MAX_JSON_DEPTH
 from session.http._openapi_parts import NOT_BLANK, json_body, openai_error, ref
+from session.openai._stop import MAX_STOP
 
 __all__ = ["OPENAI_PATHS", "OPENAI_SCHEMAS"]
 
@@ -17,7 +18,10 @@ OPENAI_PATHS: dict[str, Any] = {
             "Send the conversation as OpenAI's messages; the last must be the user's, or the results of the tool "
             "calls the last answer handed to the client. With stream=true the answer arrives as "
             "chat.completion.chunk server-sent events ending in data: [DONE]; the agent's own tool calls, tool "
-            "results and verification reports travel as reasoning_content lines. response_format asks for a "
+            "results and verification reports travel as reasoning_content lines, and so does the text a model wrote "
+            "before calling the agent's tools: content is the final answer, the same streamed or not (it streams as "
+            "it is written when no tool can be called, else it comes whole once the run has ended). stop cuts "
+            "that answer at the first stop sequence. response_format asks for a "
             "typed answer (the content is the validated JSON); the client's tools are offered beside the agent's, "
             "and a call to one ends the run with finish_reason tool_calls. An X-Session-Id header keeps the "
             "conversation on the server under that id; an X-Request-Id makes retries return the first run's "
@@ -90,9 +94,19 @@ OPENAI_SCHEMAS: dict[str, Any] = {
                         "anyOf": [{"enum": ["auto", "none", "required", None]}, {"type": "object"}]},
         "parallel_tool_calls": {"type": ["boolean", "null"], "description": "Accepted and not used."},
         "response_format": {"anyOf": [{"type": "null"}, ref("TextFormat"), ref("JSONSchemaFormat")],
-                            "description": "text, json_object, or json_schema: a typed answer."}},
-        "if": {"required": ["stream_options"], "properties": {"stream_options": {"type": "object"}}},
-        "then": {"required": ["stream"], "properties": {"stream": {"const": True}}}},
+                            "description": "text, json_object, or json_schema: a typed answer."},
+        "stop": {"anyOf": [{"type": "null"}, {"type": "string", "minLength": 1},
+                           {"type": "array", "maxItems": MAX_STOP, "items": {"type": "string", "minLength": 1}}],
+                 "description": "Up to 4 sequences that end the answer: its content stops just before the first "
+                                "one found (streamed or not). Only the final answer is cut, never the agent's own "
+                                "turns. Not with a json_object or json_schema response_format."}},
+        "allOf": [
+            {"if": {"required": ["stream_options"], "properties": {"stream_options": {"type": "object"}}},
+             "then": {"required": ["stream"], "properties": {"stream": {"const": True}}}},
+            {"if": {"required": ["response_format", "stop"], "properties": {
+                "response_format": {"type": "object", "required": ["type"],
+                                    "properties": {"type": {"enum": ["json_object", "json_schema"]}}}}},
+             "then": {"properties": {"stop": {"anyOf": [{"type": "null"}, {"type": "array", "maxItems": 0}]}}}}]},
     "TextFormat": {"type": "object", "required": ["type"], "properties": {
         "type": {"enum": ["text", "json_object"],
                  "description": "text: a plain answer; json_object: an answer that is a JSON object."}}},
@@ -111,7 +125,7 @@ OPENAI_SCHEMAS: dict[str, Any] = {
         "model": {"type": "string"},
         "choices": {"type": "array", "minItems": 1, "maxItems": 1, "items": {
             "type": "object", "required": ["index", "message", "finish_reason"], "properties": {
-                "index": {"const": 0}, "finish_reason": {"enum": ["stop", "length", "tool_calls"]},
+                "index": {"const": 0}, "finish_reason": {"enum": ["stop", "length", "tool_calls", "content_filter"]},
                 "message": {"type": "object", "required": ["role", "content"], "properties": {
                     "role": {"const": "assistant"}, "content": {"type": ["string", "null"]},
                     "reasoning_content": {"type": "string"},

@@ -1,6 +1,6 @@
 """The HTTP conduit's routes: a manager's sessions over HTTP: messages in, a resumable SSE event stream out.
 
-Routes (every one but ``/healthz`` and ``/openapi.json`` needs ``Authorization: Bearer <token>``)::
+Routes (all but ``OPEN_PATHS``, the health and OpenAPI ones, need ``Authorization: Bearer <token>``)::
 
     POST   /sessions                        201 {"id"}                    open a session (no body, or {})
     GET    /sessions                        200 {"sessions"}              the token's stored conversations, newest first
@@ -12,7 +12,8 @@ Routes (every one but ``/healthz`` and ``/openapi.json`` needs ``Authorization: 
                                                                           (the main line's; ?branches=true: all)
     GET    /sessions/{id}/approvals         200 {"approvals"}             tool calls waiting for approval
     POST   /sessions/{id}/approvals         202 {"message_id"}            approve or deny them (``_approvals``)
-    GET    /openapi.json, GET /healthz
+    GET    /openapi.json, /openapi-3.1.json 200                           the OpenAPI document (3.2; as 3.1.1)
+    GET    /healthz                         200 {"status"}                whether the server is up
     POST   /v1/chat/completions, GET /v1/models    the OpenAI-compatible API (see ``session.openai``)
 
 A session belongs to the token that opened it; to any other token it does not exist (404). Each token's
@@ -42,7 +43,6 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from collections.abc import AsyncGenerator
 from typing import Any
 
 import anyio
@@ -60,25 +60,19 @@ from session._manager import Manager
 from session._serving import DEFAULT_MAX_CONVERSATION_BYTES, MAX_JSON_DEPTH, json_depth, lone_surrogate, utf8_json
 from session._session import Session
 from session.http._approvals import ApprovalRoutes
-from session.http._eventlog import EventLog, EventReader, EventsLost, time_ids
+from session.http._eventlog import EventLog, sse, time_ids
 from session.http._guards import Problem
 from session.http._history import (LIST_SIZE, OFF_LOOP_CHARS, fitting, listing, page_chunks, page_number, sent,
                                    text_size, utf8_size)
-from session.http._openapi import MAX_EVENT_ID, MAX_PAGE_SIZE, OPENAPI, PAGE_SIZE
+from session.http._openapi import MAX_EVENT_ID, MAX_PAGE_SIZE, OPENAPI, OPENAPI_31, PAGE_SIZE
 from session.http._streamed import Streamed
-from session.http._wire import dumps, json_response as _json
+from session.http._wire import json_response as _json
 from session.openai._errors import OpenAIError
 
 _log = tracing.logger("session.http")
-OPEN_PATHS = ("/healthz", "/openapi.json")
+OPEN_PATHS = ("/healthz", "/openapi.json", "/openapi-3.1.json")  # need no token, and no read budget
 _EVENT_ID = re.compile(r"[0-9]{1,18}")
 MAX_NAME = 200  # the longest session id a client may use (the manager's id adds the owner's namespace)
-
-
-def _frame(item: Any) -> str:
-    if isinstance(item, EventsLost):
-        return f"event: events_lost\ndata: {dumps({'type': 'events_lost', 'count': item.count})}\n\n"
-    return f"id: {item.id}\nevent: {item.type}\ndata: {item.data}\n\n"
 
 
 def _over_quota(why: str) -> Problem:
@@ -138,11 +132,12 @@ class SessionRoutes:
             self._follow(owned, session)
 
     def routes(self) -> list[Route]:
-        """``/healthz``, ``/openapi.json`` and the session routes, answered by this object's methods."""
+        """``/healthz``, the OpenAPI documents and the session routes, answered by this object's methods."""
         session = "/sessions/{id}"
         return [
             Route("/healthz", self.healthz, methods=["GET"]),
             Route("/openapi.json", self.openapi, methods=["GET"]),
+            Route("/openapi-3.1.json", self.openapi_31, methods=["GET"]),
             Route("/sessions", self.sessions_route, methods=["GET", "POST"]),
             Route(session, self.delete, methods=["DELETE"]),
             Route(f"{session}/messages", self.message, methods=["POST"]),
@@ -292,6 +287,9 @@ class SessionRoutes:
     async def openapi(self, request: Request) -> Response:
         return _json(OPENAPI)
 
+    async def openapi_31(self, request: Request) -> Response:
+        return _json(OPENAPI_31)
+
     async def sessions_route(self, request: Request) -> Response:
         return await (self.create(request) if request.method == "POST" else self.listing(request))
 
@@ -384,16 +382,5 @@ class SessionRoutes:
             raise Problem(400, "bad_query", f"'branches' must be true or false, got {branches!r}"[:200])
         self._open(owned)
         reader = owned.log.reader(int(header or query or "0"), branches=branches == "true")
-        return Streamed(self._stream(reader), media_type="text/event-stream",
+        return Streamed(sse(reader, self.keepalive), media_type="text/event-stream",
                         headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
-
-    async def _stream(self, reader: EventReader) -> AsyncGenerator[str, None]:
-        while True:
-            for item in reader.pending():
-                yield _frame(item)
-            if reader.done:
-                return
-            with anyio.move_on_after(self.keepalive) as waited:
-                await reader.wait()
-            if waited.cancelled_caught:
-                yield ": keep-alive\n\n"

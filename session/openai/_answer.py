@@ -15,6 +15,7 @@ from session._serving import json_text
 from session._message import ToolResultsMismatch
 from session._session import SessionBusy, SessionClosed
 from session.openai._errors import OpenAIError
+from session.openai._stop import StopCut, cut
 
 
 @attrs.frozen
@@ -28,13 +29,16 @@ class Answer:
 
     @classmethod
     def of(cls, state: State, turns: list[Turn], *, output: OutputType[Any] | None,
-           client_tools: frozenset[str]) -> Answer:
-        """The answer to a request whose run left ``state``, having added ``turns``: a typed answer's content is
-        its validated JSON; calls left for the client are its ``tool_calls`` (``finish_reason`` "tool_calls")."""
+           client_tools: frozenset[str], stop: tuple[str, ...] = ()) -> Answer:
+        """The answer to a request whose run left ``state``, having added ``turns``: its content is the final
+        answer, cut at the first ``stop`` sequence; a typed answer's content is its validated JSON; calls left for
+        the client are its ``tool_calls`` (``finish_reason`` "tool_calls")."""
         calls = [c for c in state.pending_calls if c.name in client_tools] if left_open(state) else []
         content = state.answer
         if output is not None and not calls:
             content = json_text(answer_value(state, output), separators=(",", ":"))  # as WithOutput validated it
+        elif content is not None and stop:
+            content = cut(content, stop)
         message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
         trace = "".join(f"{line}\n" for line in trace_lines(turns, state))
         if trace:
@@ -66,11 +70,19 @@ def stream_tool_calls(calls: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 class Deltas:
-    """Turns one message's events into chunk deltas: text as ``content`` (unless the answer is typed: its content
-    is the validated JSON, sent at the end), the rest as ``reasoning_content``."""
+    """Turns one message's events into chunk deltas: the answer as ``content``, the agent's work (reasoning, the
+    text of turns that called tools, tool calls and results, verification reports) as ``reasoning_content``.
 
-    def __init__(self, *, typed: bool = False) -> None:
-        self.typed = typed
+    ``live``: no turn of the run can call a tool, so whatever text a turn writes is an answer, streamed as
+    ``content`` the moment it comes (cut at the ``stop`` sequences). Otherwise a turn's text shows what it is only
+    once the turn ends: the text of one that called the server's tools is working text, sent as a
+    ``reasoning_content`` block then, and the answer is sent as ``content`` once the run has ended (``end``), as
+    the non-streaming answer holds it."""
+
+    def __init__(self, *, live: bool, stop: tuple[str, ...] = (), client_tools: frozenset[str] = frozenset()) -> None:
+        self.live = live
+        self.client_tools = client_tools
+        self.cut = StopCut(stop)
         self.wrote_content = False
         self.turn_text: list[str] = []  # the text streamed since the last model turn began
         self.mid_line = False  # the reasoning sent so far does not end with a newline
@@ -78,8 +90,8 @@ class Deltas:
     def of(self, event: Any) -> list[dict[str, str]]:
         if isinstance(event, TurnStarted):
             self.turn_text = []
-        elif isinstance(event, TextDelta) and event.text and not self.typed:
-            return [self.content(event.text)]
+        elif isinstance(event, TextDelta) and event.text and self.live:
+            return self.content(event.text)
         elif isinstance(event, ReasoningDelta) and event.text:
             self.mid_line = not event.text.endswith("\n")
             return [{"reasoning_content": event.text}]
@@ -87,24 +99,36 @@ class Deltas:
             return [self.line(_call_line(event.call))]
         elif isinstance(event, ToolFinished):
             return [self.line(_result_line(event.result))]
-        elif isinstance(event, TurnCompleted) and event.turn.kind == TurnKind.VERIFICATION:
-            return [self.line(_report_line(event.turn))]
+        elif isinstance(event, TurnCompleted):
+            turn = event.turn
+            if turn.kind == TurnKind.VERIFICATION:
+                return [self.line(_report_line(turn))]
+            calls = turn.tool_calls if turn.role is Role.ASSISTANT else ()
+            text = turn.text.rstrip()
+            if not self.live and text and calls and not any(c.name in self.client_tools for c in calls):
+                return [self.line(text)]  # working text: the turn goes on to the server's tools
         return []
 
-    def content(self, text: str) -> dict[str, str]:
+    def content(self, text: str) -> list[dict[str, str]]:
         separator = "\n\n" if self.wrote_content and not self.turn_text else ""
         self.wrote_content = True
         self.turn_text.append(text)
-        return {"content": separator + text}
+        sent = self.cut.feed(separator + text)
+        return [{"content": sent}] if sent else []
 
-    def answer(self, answer: str | None) -> list[dict[str, str]]:
-        """What makes the streamed content end with ``answer``: nothing when the last turn streamed it; the
-        answer itself when it was not streamed (a turn middleware replayed it, the answer is typed) or another
-        branch won."""
-        if not answer or "".join(self.turn_text) == answer:
-            return []
-        self.turn_text = []
-        return [self.content(answer)]
+    def end(self, content: str | None, answer: str | None) -> list[dict[str, str]]:
+        """What completes the streamed content once the run has ended. Not ``live``: the answer's ``content``
+        (cut, or a typed answer's JSON), whole. ``live``: what makes the content end with the final ``answer``:
+        the held end of the last turn when that turn streamed the answer; the answer itself when it was not
+        streamed (a turn middleware replayed it) or another branch won."""
+        if not self.live:
+            return [{"content": content}] if content else []
+        out: list[dict[str, str]] = []
+        if answer and "".join(self.turn_text) != answer:
+            self.turn_text = []
+            out += self.content(answer)
+        rest = self.cut.flush()
+        return out + [{"content": rest}] if rest else out
 
     def line(self, text: str) -> dict[str, str]:
         prefix = "\n" if self.mid_line else ""
@@ -145,7 +169,10 @@ def trace_lines(turns: list[Turn], state: State, *, outcome: bool = True) -> lis
     for turn in turns:
         if turn.role is Role.ASSISTANT:
             lines += [p.text.rstrip("\n") for p in turn.parts if type(p) is Reasoning and p.text]
-            lines += [_call_line(c) for c in turn.tool_calls if c.id not in handed]
+            calls = turn.tool_calls
+            if calls and turn.text.strip() and not any(c.id in handed for c in calls):
+                lines.append(turn.text.rstrip())  # working text: written before calling the server's tools
+            lines += [_call_line(c) for c in calls if c.id not in handed]
         elif turn.role is Role.TOOL:
             lines += [_result_line(r) for r in turn.tool_results]
         elif turn.kind == TurnKind.VERIFICATION:

@@ -14,11 +14,21 @@ the request's earlier messages; one that exists keeps its stored history and onl
 is used. The ``user`` field is not a session id: clients put a stable end-user id there, shared by all of that
 user's conversations. Responses carry ``X-Session-Id`` whenever the conversation is kept.
 
-Answers. ``message.content`` is the final answer (``state.answer``). ``finish_reason`` is ``"stop"``, or
-``"length"`` when the run was degraded (a budget or cap stopped it and the answer was written with what the
-pattern had), so a degraded run never passes for a clean one. ``usage`` sums every model call the request
-made: all turns after the request's message, not only the last. Sampling parameters (``temperature``,
-``max_tokens`` ...) are accepted and not used: the pattern chooses its own options.
+Answers. ``message.content`` is the final answer (``state.answer``), streamed or not: the text of the turn the
+run ended with, never the text of earlier turns (what a model writes before calling tools is working, and travels
+in ``reasoning_content``, below). ``finish_reason`` is ``"stop"``, or ``"length"`` when the run was degraded (a
+budget or cap stopped it and the answer was written with what the pattern had), so a degraded run never passes
+for a clean one. ``usage`` sums every model call the request made: all turns after the request's message, not
+only the last. Sampling parameters (``temperature``, ``max_tokens`` ...) are accepted and not used: the pattern
+chooses its own options.
+
+``stop`` (a string, or an array of at most 4 non-empty strings) is applied as OpenAI applies it, to the final
+answer only: the content ends just before the first place a stop sequence starts (the sequence and all after it
+are not sent), streamed or not, and ``finish_reason`` stays ``"stop"`` (``"length"`` for a degraded run). The
+agent's own turns are never cut: the model is not asked to stop, so a stop sequence in its working text or a tool
+call cannot break the run, and the run goes on to its end. ``stop`` with a typed ``response_format`` is 400 (the
+content is validated JSON, which a cut would break); a wrong type, an empty sequence or more than 4 are 400, each
+naming ``stop``.
 
 Structured output. ``response_format`` ``json_schema`` (strict or not) and ``json_object`` run the message
 with a typed answer (``cognitive.WithOutput``, native mode): an answer that already validates is kept, else a
@@ -51,18 +61,29 @@ tool call, tool result, verification report and degradation::
     ...
     degraded: ReAct reached max_turns=12 ...
 
-Streaming sends them as they happen, as ``delta.reasoning_content``; a non-streaming answer carries the same
-lines in ``message.reasoning_content``.
+The text a model writes in a turn that goes on to call the server's tools (``Let me work that out with the
+divide tool.``) is a block of its own in this trace, before that turn's call lines. Streaming sends all of it as
+it happens, as ``delta.reasoning_content``; a non-streaming answer carries the same lines in
+``message.reasoning_content``.
 
-Streaming (``"stream": true``): ``chat.completion.chunk`` events: the role first, then each text delta as
-``delta.content`` the moment the model streams it, calls left for the client as one ``delta.tool_calls``, a
-last chunk with ``finish_reason``, a usage chunk (``choices: []``) if ``stream_options.include_usage``, and
-``data: [DONE]``; SSE comments keep a quiet stream (a long tool call) open through proxies. Sent text cannot be
-taken back, so content streams from every model turn of the run: text a model writes before calling tools, or
-an answer a verifier rejects, stays in the streamed content (turns are separated by a blank line). The
-streamed content always ends with the final answer (sent once more at the end if the last streamed turn was
-not it, as when an earlier branch won) and is exactly the final answer when that is the run's only text, the
-usual case. A non-streaming answer holds the final answer only.
+Streaming (``"stream": true``): ``chat.completion.chunk`` events: the role first, the agent's work as
+``delta.reasoning_content`` as it happens, the answer as ``delta.content``, calls left for the client as one
+``delta.tool_calls``, a last chunk with ``finish_reason``, a usage chunk (``choices: []``) if
+``stream_options.include_usage``, and ``data: [DONE]``; SSE comments keep a quiet stream (a long tool call) open
+through proxies. The streamed content is the non-streaming ``message.content``, and sent text cannot be taken
+back, so text goes out as ``content`` only once it is known to be the answer:
+
+- When no turn of the run can call a tool (the agent has no tools and the client sent none, or ``tool_choice`` is
+  ``"none"``), all text is answer text, and it streams the moment the model writes it (held back only as long as
+  it could be the start of a ``stop`` sequence). A pattern that writes several answers then keeps them all in the
+  stream, separated by a blank line: a draft its verifier rejected, or another branch's answer; the stream ends
+  with the final one (sent once more at the end if the last streamed turn was not it, as when an earlier branch
+  won or a turn middleware replayed it).
+- Otherwise a turn's text shows what it is only once the turn has ended: the text of a turn that called the
+  server's tools is working text, sent then as one ``reasoning_content`` block before its calls (the same block
+  the non-streaming ``reasoning_content`` holds); the answer is sent as ``content`` once the run has ended, in
+  one piece, exactly as the non-streaming answer holds it. A typed answer too: its JSON goes out once, at the end.
+  So a client streaming a tool-using agent sees the work live and the answer whole.
 
 Cancellation. A client that disconnects before its answer (a closed stream, or an SDK timeout on a
 non-streaming request) stops its run: a fresh session is closed; a named session's message is interrupted if

@@ -204,7 +204,7 @@ class Completion:
             result = self._fail(run.error if run.error is not None else RuntimeError("the run did not finish"))
         else:
             answer = functools.partial(Answer.of, run.state, run.turns(run.state), output=self.chat.output,
-                                       client_tools=self.client_tools)
+                                       client_tools=self.client_tools, stop=self.chat.stop)
             try:
                 if self.chat.output is None:
                     result = answer()
@@ -238,7 +238,7 @@ class Completion:
                    (b"x-accel-buffering", b"no")] + [(k.encode(), v.encode()) for k, v in self.headers.items()]
         await emit({"type": "http.response.start", "status": 200, "headers": headers})
         await emit(body(self._chunk({"role": "assistant", "content": ""})))
-        deltas = Deltas(typed=self.chat.output is not None)
+        deltas = Deltas(live=self._live(), stop=self.chat.stop, client_tools=self.client_tools)
         events = self.run.events
         assert events is not None  # set by the run before it was started
         while not self.run.ended:
@@ -266,7 +266,7 @@ class Completion:
             await emit(body(self._chunk({"refusal": result.message["refusal"]})))
         else:
             assert state is not None  # a run with an answer has a state
-            for delta in deltas.answer(result.message["content"]):
+            for delta in deltas.end(result.message["content"], state.answer):
                 await emit(body(self._chunk(delta)))
             if not_ok(state):
                 await emit(body(self._chunk(deltas.line(degraded_line(state)))))
@@ -278,6 +278,16 @@ class Completion:
                                  "model": self.endpoint.model_name, "choices": [], "usage": result.usage})))
         self.finished = True
         await emit(body(b"data: [DONE]\n\n", more=False))
+
+    def _live(self) -> bool:
+        """Whether text may stream as the model writes it: it is a text answer and no turn can call a tool (the
+        agent has none and the client sent none, or ``tool_choice`` is "none"), so all text is answer text."""
+        if self.chat.output is not None:
+            return False
+        options = self.chat.options
+        if options is not None and options.tool_choice == "none":
+            return True
+        return not self.chat.tools and not self.endpoint.agent_tools()
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
         chunk: dict[str, Any] = {

@@ -16,6 +16,7 @@ from session._serving import MAX_JSON_DEPTH, json_depth, lone_surrogate, utf8_js
 from session.openai._errors import OpenAIError as OpenAIError  # re-exported: the format's one class
 from session.openai._errors import missing, unsupported, wrong_type
 from session.openai._options import output_of, tool_choice_of, tools_of
+from session.openai._stop import stop_of
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
 _PLAIN = {"system": Role.SYSTEM, "developer": Role.SYSTEM, "user": Role.USER}
@@ -25,8 +26,9 @@ _PLAIN = {"system": Role.SYSTEM, "developer": Role.SYSTEM, "user": Role.USER}
 class ChatRequest:
     """A valid Chat Completions request as this endpoint uses it: the turns before the last message, the last
     message (a user's text, or the results of the calls the last answer left for the client), the streaming
-    settings, the typed answer ``response_format`` asks for (``output``), the client's ``tools`` and the
-    ``options`` its ``tool_choice`` sets. Sampling parameters are accepted and not used."""
+    settings, the typed answer ``response_format`` asks for (``output``), the client's ``tools``, the
+    ``options`` its ``tool_choice`` sets, and the ``stop`` sequences that cut the answer (``_stop``). Sampling
+    parameters are accepted and not used."""
 
     history: tuple[Turn, ...]
     message: Union[str, tuple[ToolResult, ...]]
@@ -35,6 +37,7 @@ class ChatRequest:
     output: OutputType[Any] | None = None
     tools: tuple[ToolSpec, ...] = ()
     options: Options | None = None
+    stop: tuple[str, ...] = ()
 
 
 def parse_chat_request(body: bytes, *, model_name: str, agent_tools: frozenset[str] = frozenset()) -> ChatRequest:
@@ -91,6 +94,11 @@ def parse_chat_request(body: bytes, *, model_name: str, agent_tools: frozenset[s
     if parallel is not None and not isinstance(parallel, bool):
         raise wrong_type("parallel_tool_calls", "a boolean", parallel)
     output = output_of(data.get("response_format"))
+    stop = stop_of(data.get("stop"))
+    if stop and output is not None:
+        raise OpenAIError(400, "Invalid 'stop': stop sequences cut a text answer, and this request asks for a typed "
+                               "one (response_format), whose content is validated JSON a cut would break. Send one "
+                               "or the other.", param="stop", code="invalid_value")
     messages = data.get("messages")
     if messages is None:
         raise missing("messages")
@@ -107,7 +115,7 @@ def parse_chat_request(body: bytes, *, model_name: str, agent_tools: frozenset[s
         results = history[-1].tool_results
         earlier = history[:-1]
         earlier[-1] = _left_for_client(earlier[-1])
-        return ChatRequest(tuple(earlier), results, bool(stream), include_usage, output, tools, options)
+        return ChatRequest(tuple(earlier), results, bool(stream), include_usage, output, tools, options, stop)
     if role != "user":
         raise OpenAIError(400, f"The last message must be from the user, or tool results (messages[{last}] has "
                                f"role {role!r}): the agent answers the newest user message.",
@@ -116,7 +124,7 @@ def parse_chat_request(body: bytes, *, model_name: str, agent_tools: frozenset[s
     if not text.strip():
         raise OpenAIError(400, "The last user message is empty.", param=f"messages[{last}].content",
                           code="invalid_value")
-    return ChatRequest(tuple(history[:-1]), text, bool(stream), include_usage, output, tools, options)
+    return ChatRequest(tuple(history[:-1]), text, bool(stream), include_usage, output, tools, options, stop)
 
 
 def _left_for_client(turn: Turn) -> Turn:
