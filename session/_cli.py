@@ -217,7 +217,8 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m session", description="Chat with or serve a composed agent.")
     top.add_argument("--version", action="version", version=f"%(prog)s (cognitive-loop {_version()})")
     commands = top.add_subparsers(dest="command", required=True)
-    for name, text in (("chat", "chat in this terminal"), ("serve", "serve over HTTP (sessions, SSE, OpenAI API)"),
+    for name, text in (("chat", "chat in this terminal"),
+                       ("serve", "serve over HTTP (sessions, SSE, OpenAI API, AG-UI, MCP at /mcp)"),
                        ("mcp", "serve as an MCP server: stdio, or streamable HTTP with --http")):
         cmd = commands.add_parser(name, help=text)
         cmd.add_argument("factory", metavar="MODULE:FACTORY", help="a callable: TurnExecutor -> Pattern")
@@ -249,6 +250,12 @@ def parser() -> argparse.ArgumentParser:
                                   "its clients cannot be asked: deny them (default) or allow them")
             cmd.add_argument("--no-page", dest="page", action="store_false",
                              help="do not serve the chat page at / (the API routes stay)")
+            cmd.add_argument("--no-mcp", dest="mcp", action="store_false",
+                             help="do not serve MCP (streamable HTTP) at /mcp (the other routes stay)")
+            cmd.add_argument("--mcp-tool", default="ask", metavar="NAME",
+                             help="the name of the agent's tool at /mcp (default: %(default)s)")
+            cmd.add_argument("--mcp-description", metavar="TEXT",
+                             help="what the tool at /mcp does, as MCP clients and their models are told")
         if name == "mcp":
             cmd.add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp instead of stdio")
             cmd.add_argument("--tool", default="ask", help="the name of the agent's tool (default: ask)")
@@ -309,10 +316,12 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
                                       header_timeout=args.header_timeout, body_timeout=args.body_timeout,
                                       allowed_hosts=args.allowed_hosts, cors_origins=args.cors_origins,
                                       shutdown_timeout=args.shutdown_grace, openai_approvals=args.openai_approvals,
-                                      page=args.page)
+                                      page=args.page, mcp=args.mcp, mcp_tool=args.mcp_tool,
+                                      mcp_description=args.mcp_description)
+                mcp_at = f"MCP at /mcp (tool {args.mcp_tool!r}), " if args.mcp else ""
                 await serve_until_signalled(manager, conduit.serve, lambda url: say(
                     f"serving on {url}: {f'the chat page at {url}/, ' if args.page else ''}sessions under /sessions, "
-                    f"OpenAI-compatible API under /v1, AG-UI at /agui, OpenAPI at /openapi.json"
+                    f"OpenAI-compatible API under /v1, AG-UI at /agui, {mcp_at}OpenAPI at /openapi.json"
                     f"{'' if token else ' (no token: this machine only)'}"))
     finally:
         await _close(store, provider)

@@ -1,11 +1,12 @@
 """``HTTPConduit``: serves a manager's sessions over HTTP (with uvicorn on asyncio, Hypercorn on trio): the
-session routes, the OpenAI-compatible API and the AG-UI route beside them, the chat page at ``/``, and the guards
-in front of them all (request log, bearer auth, rate limit, body size)."""
+session routes, the OpenAI-compatible API, the AG-UI route and the MCP endpoint beside them, the chat page at
+``/``, and the guards in front of them all (request log, same-site checks, bearer auth, rate limit, body size)."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
@@ -15,7 +16,7 @@ from starlette.middleware import Middleware
 from loop import UsageError
 from loop.checks import positive_int, positive_number
 from provider import is_loopback
-from session._bearer import TokenQuota
+from session._bearer import Challenge, Refusal, Scope, TokenQuota, under
 from session._manager import Manager
 from session.agui._app import agui_routes, check_approvals
 from session._serving import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONVERSATION_BYTES, listen, serve_asgi
@@ -28,7 +29,14 @@ from session.openai._policy import check_policy
 from session.openai._errors import unauthorized as openai_unauthorized
 from session.web._page import PAGE_PATHS, page_routes
 
+if TYPE_CHECKING:
+    from session.mcp._conduit import MCPConduit
+    from session.mcp._mount import MCPEndpoint
+
 __all__ = ["HTTPConduit"]
+
+MCP_PATH = "/mcp"
+"""Where the MCP endpoint is served (``HTTPConduit(mcp=True)``)."""
 
 
 def _check_tokens(token: str | Sequence[str] | None) -> tuple[str, ...] | None:
@@ -50,10 +58,10 @@ class HTTPConduit:
     sessions). Without one the conduit is refused unless ``allow_no_token`` and ``host`` is a loopback
     address. Request bodies over ``max_body_bytes`` (4 MiB by default, ``DEFAULT_MAX_BODY_BYTES``) get 413;
     POSTs beyond ``rate_limit`` per token (by default 20 a second, in bursts of up to 100), and reads beyond its
-    own budget for them (100 a second, in bursts of 200; ``/healthz`` and ``/openapi.json`` are never limited),
-    get 429 with a ``Retry-After`` in whole seconds (``None``: no limit). The event stream sends a keep-alive comment after
-    ``keepalive`` quiet seconds and keeps the last ``event_log_size`` events of each session for clients that
-    resume. Unless ``openai_model`` is ``None``, the same server answers the OpenAI-compatible
+    own budget for them (100 a second, in bursts of 200; ``/healthz`` and the OpenAPI documents are never
+    limited), get 429 with a ``Retry-After`` in whole seconds (``None``: no limit). The event stream sends a
+    keep-alive comment after ``keepalive`` quiet seconds and keeps the last ``event_log_size`` events of each
+    session for clients that resume. Unless ``openai_model`` is ``None``, the same server answers the OpenAI-compatible
     ``/v1/chat/completions`` and ``/v1/models`` (listing that model name) behind the same token. Every error
     answered under ``/v1`` (401, 429, 413, an unknown route ...) is in OpenAI's format,
     ``{"error": {"message", "type", "param", "code"}}``; elsewhere it is ``{"error": {"type", "message"}}``.
@@ -84,7 +92,19 @@ class HTTPConduit:
     needs approval ends the run with the protocol's interrupt, answered by the next run's ``resume``; ``"deny"``
     and ``"allow"`` decide them instead. Unless ``page`` is false, ``GET /`` serves the chat page (``session.web``): it
     asks for the token in the browser and uses the routes above; its few files are the only paths besides
-    ``/healthz`` and ``/openapi.json`` that need no token.
+    ``/healthz``, the OpenAPI documents (``/openapi.json``, and ``/openapi-3.1.json`` for tools that read 3.1
+    only) and the MCP endpoint's metadata that need no token.
+
+    Unless ``mcp`` is false, ``/mcp`` is an MCP server over streamable HTTP (``session.mcp.MCPConduit``'s, on
+    the same port): one tool, named ``mcp_tool`` (``ask``) and described to clients by ``mcp_description``
+    (``MCPConduit``'s default unless given), asks the agent in a new conversation per call. It is behind the same
+    tokens (each token's calls run as its caller, in its namespace: their conversations are among the token's
+    sessions, and count towards ``max_sessions_per_token`` while they run), the same ``Host`` and ``Origin``
+    checks, rate limit and body size; a request refused for its token gets the challenge and JSON-RPC error MCP
+    clients expect, pointing at the protected resource metadata served without a token at
+    ``/.well-known/oauth-protected-resource/mcp`` (``session.mcp._auth``). Tool calls that need approval are put
+    to the MCP client as an elicitation. An MCP session belongs to the token that opened it. On shutdown, the
+    MCP calls in flight get ``shutdown_timeout`` to be answered before the MCP sessions end.
     """
 
     def __init__(
@@ -109,6 +129,9 @@ class HTTPConduit:
         openai_approvals: str = "deny",
         agui_approvals: str = "ask",
         page: bool = True,
+        mcp: bool = True,
+        mcp_tool: str = "ask",
+        mcp_description: str | None = None,
     ) -> None:
         self.tokens = _check_tokens(token)
         self.openai_approvals = check_policy(openai_approvals)
@@ -153,9 +176,18 @@ class HTTPConduit:
         if not isinstance(page, bool):
             raise UsageError(f"page must be true or false, got {page!r}")
         self.page = page
+        if not isinstance(mcp, bool):
+            raise UsageError(f"mcp must be true or false, got {mcp!r}")
+        self.mcp = mcp
+        self._mcp = _mcp_conduit(mcp_tool, mcp_description) if mcp else None
+        self.mcp_tool = mcp_tool
+        self.mcp_description = None if self._mcp is None else self._mcp.description
 
     @contextlib.asynccontextmanager
-    async def _running(self, manager: Manager) -> AsyncIterator[tuple[Starlette, SessionRoutes]]:
+    async def _running(self, manager: Manager
+                       ) -> AsyncIterator[tuple[Starlette, SessionRoutes, MCPEndpoint | None]]:
+        """The app for ``manager``, and what ends it: ``SessionRoutes.close`` ends the event streams, the MCP
+        endpoint's ``close`` its sessions once the calls in flight are answered (both run on the way out)."""
         if not isinstance(manager, Manager):
             raise UsageError(f"HTTPConduit serves a session Manager, got {manager!r}")
         async with anyio.create_task_group() as group:
@@ -163,20 +195,32 @@ class HTTPConduit:
                 manager, per_token=self.max_sessions_per_token)
             api = SessionRoutes(manager, group, keepalive=self.keepalive, log_size=self.event_log_size, quota=quota,
                                 body_timeout=self.body_timeout, max_conversation_bytes=self.max_conversation_bytes)
+            endpoint = None if self._mcp is None else self._endpoint(manager, quota)
             try:
-                yield self._starlette(api), api
+                if endpoint is not None:
+                    await group.start(endpoint.run)
+                yield self._starlette(api, endpoint), api, endpoint
             finally:
                 api.close()
+                if endpoint is not None:
+                    await endpoint.close()
+
+    def _endpoint(self, manager: Manager, quota: TokenQuota | None) -> MCPEndpoint:
+        from session.mcp._mount import MCPEndpoint
+
+        assert self._mcp is not None
+        return MCPEndpoint(self._mcp.server(manager, quota=quota), path=MCP_PATH, name=self._mcp.name,
+                           max_body_bytes=self.max_body_bytes, shutdown_timeout=self.shutdown_timeout)
 
     @contextlib.asynccontextmanager
     async def app(self, manager: Manager) -> AsyncIterator[Starlette]:
         """The ASGI app for ``manager``, running for the body of the ``async with``; on exit every event
-        stream ends. Use it with any ASGI server, or with ``httpx.ASGITransport`` in tests."""
-        async with self._running(manager) as (app, _):
+        stream ends, and the MCP sessions once their calls in flight are answered."""
+        async with self._running(manager) as (app, _, _):
             yield app
 
-    def _starlette(self, api: SessionRoutes) -> Starlette:
-        open_paths = (*OPEN_PATHS, *PAGE_PATHS) if self.page else OPEN_PATHS
+    def _starlette(self, api: SessionRoutes, endpoint: MCPEndpoint | None = None) -> Starlette:
+        open_paths: tuple[str, ...] = (*OPEN_PATHS, *PAGE_PATHS) if self.page else OPEN_PATHS
         routes = [*(page_routes() if self.page else ()), *api.routes()]
         routes += agui_routes(api.manager, session_key=api.key, on_open=api.opened, quota=api.quota,
                               keepalive=self.keepalive, body_timeout=self.body_timeout,
@@ -185,10 +229,17 @@ class HTTPConduit:
             routes += openai_routes(api.manager, model_name=self.openai_model, session_key=api.key, on_open=api.opened,
                                     max_body_bytes=self.max_body_bytes, keepalive=self.keepalive, quota=api.quota,
                                     body_timeout=self.body_timeout, approvals=self.openai_approvals)
+        error_bodies = {OPENAI_PREFIX: openai_unauthorized}
+        challenge = None
+        if endpoint is not None:
+            routes += endpoint.routes()
+            open_paths = (*open_paths, *sorted(endpoint.open_paths))
+            error_bodies[endpoint.path] = endpoint.error_body
+            challenge = _challenges(endpoint)
         middleware = [Middleware(RequestLog),
                       Middleware(SameSite, allowed_hosts=self.allowed_hosts, cors_origins=self.cors_origins),
-                      Middleware(BearerAuth, tokens=self.tokens, open_paths=open_paths,
-                                 error_bodies={OPENAI_PREFIX: openai_unauthorized})]
+                      Middleware(BearerAuth, tokens=self.tokens, open_paths=open_paths, error_bodies=error_bodies,
+                                 challenge=challenge)]
         if self.rate_limit is not None:
             middleware.append(Middleware(RateLimited, limit=self.rate_limit, exempt=open_paths))
         middleware.append(Middleware(BodyLimit, max_bytes=self.max_body_bytes))
@@ -204,7 +255,42 @@ class HTTPConduit:
         to ``shutdown_timeout`` seconds) and re-raises. Sessions and their turns are the manager's: they go on.
         """
         with listen(self.host, self.port) as sock:  # bound first, so a port in use fails plainly
-            async with self._running(manager) as (app, api):
+            async with self._running(manager) as (app, api, endpoint):
+                # Event streams end first; the MCP sessions (and their streams) once the MCP calls in flight are
+                # answered, before the server's wait for the requests in flight is over.
                 await serve_asgi(app, sock, host=self.host, shutdown_timeout=self.shutdown_timeout,
                                  header_timeout=self.header_timeout, task_status=task_status,
-                                 on_stop=api.close)  # event streams end first
+                                 on_stop=api.close, around=_closing(endpoint))
+
+
+@contextlib.asynccontextmanager
+async def _closing(endpoint: MCPEndpoint | None) -> AsyncIterator[None]:
+    """Closes ``endpoint`` (if there is one) on the way out of the ``async with``."""
+    try:
+        yield
+    finally:
+        if endpoint is not None:
+            await endpoint.close()
+
+
+def _challenges(endpoint: MCPEndpoint) -> Challenge:
+    """The ``WWW-Authenticate`` value of a refused request: the MCP endpoint's under its path, else the
+    session API's."""
+    def challenge(scope: Scope, refusal: Refusal) -> str:
+        if under(scope["path"], endpoint.path):
+            return endpoint.challenge(scope, refusal)
+        return 'Bearer realm="session"'
+
+    return challenge
+
+
+def _mcp_conduit(tool: str, description: str | None) -> MCPConduit:
+    """The MCP conduit whose server the ``/mcp`` endpoint serves: its tool's name and description checked."""
+    from session.mcp._conduit import DESCRIPTION, MCPConduit
+
+    if description is not None and not isinstance(description, str):
+        raise UsageError(f"mcp_description must be a string or None (the default), got {description!r}")
+    try:
+        return MCPConduit(tool=tool, description=DESCRIPTION if description is None else description)
+    except UsageError as exc:  # "tool must be ..." or "description must be ...": as this conduit names them
+        raise UsageError(f"mcp_{exc}") from None

@@ -29,9 +29,9 @@ Scope = dict[str, Any]
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 """The names a loopback server answers to by default."""
 
-_ALLOW_HEADERS = b"authorization, content-type, idempotency-key, last-event-id"
+_ALLOW_HEADERS = b"authorization, content-type, idempotency-key, last-event-id, mcp-protocol-version, mcp-session-id"
 _ALLOW_METHODS = b"GET, POST, DELETE, OPTIONS"
-_EXPOSE_HEADERS = b"retry-after, x-request-id"
+_EXPOSE_HEADERS = b"mcp-session-id, retry-after, x-request-id"
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 

@@ -1,5 +1,6 @@
-"""The bearer token in front of the MCP conduit over HTTP, as the MCP authorization spec has a server describe
-it: RFC 9728 protected resource metadata, and RFC 6750 challenges pointing at it.
+"""The bearer token in front of the MCP conduit over HTTP (and of the HTTP conduit's ``/mcp``), as the MCP
+authorization spec has a server describe it: RFC 9728 protected resource metadata, and RFC 6750 challenges
+pointing at it.
 
 The token is fixed (the one the server was started with): there is no authorization server, so the metadata
 names none and a client has nothing to do but send the right token. A refused request's body is a JSON-RPC
@@ -50,9 +51,10 @@ def base_url(scope: Scope) -> str:
     return f"{scheme}://{host}"
 
 
-class ProtectedResource:
-    """``app`` (the MCP endpoint at ``path``) behind the bearer ``token``, with its protected resource metadata
-    served beside it to anyone: ``GET /.well-known/oauth-protected-resource`` and the same followed by ``path``.
+class ResourceMetadata:
+    """How the MCP endpoint at ``path`` describes its bearer token: the RFC 9728 metadata, served to anyone at
+    ``paths`` (``GET /.well-known/oauth-protected-resource`` and the same followed by ``path``), and the
+    challenge a refused request gets.
 
     The metadata names the endpoint (``resource``), the server (``resource_name``: ``name``) and that the token
     goes in a header, and no authorization server. A refused request gets 401 with ``WWW-Authenticate: Bearer
@@ -60,11 +62,10 @@ class ProtectedResource:
     is not valid), and the JSON-RPC error ``refused(refusal)``.
     """
 
-    def __init__(self, app: Callable[..., Any], *, token: str, path: str, name: str) -> None:
-        self.app = BearerAuth(app, tokens=[token], error_body=refused, challenge=self.challenge)
+    def __init__(self, *, path: str, name: str) -> None:
         self.path = path
         self.name = name
-        self._paths = frozenset({WELL_KNOWN, WELL_KNOWN + path})
+        self.paths = frozenset({WELL_KNOWN, WELL_KNOWN + path})
 
     def metadata(self, scope: Scope) -> dict[str, Any]:
         """The RFC 9728 metadata document, with URLs as the request in ``scope`` reached the server."""
@@ -79,13 +80,8 @@ class ProtectedResource:
         params.append(f'resource_metadata="{base_url(scope)}{WELL_KNOWN}{self.path}"')
         return "Bearer " + ", ".join(params)
 
-    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"] in self._paths:
-            await self._serve_metadata(scope, send)
-        else:
-            await self.app(scope, receive, send)
-
-    async def _serve_metadata(self, scope: Scope, send: Any) -> None:
+    async def serve(self, scope: Scope, receive: Any, send: Any) -> None:
+        """Answer a request for one of ``paths``: the metadata to a GET, a CORS preflight, 405 otherwise."""
         # Public metadata, readable from any web page (browser-based clients fetch it, after a CORS preflight).
         headers = [(b"access-control-allow-origin", b"*")]
         body = b""
@@ -101,3 +97,18 @@ class ProtectedResource:
         headers.append((b"content-length", str(len(body)).encode()))
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+
+class ProtectedResource(ResourceMetadata):
+    """``app`` (the MCP endpoint at ``path``) behind the bearer ``token``, with its protected resource metadata
+    (``ResourceMetadata``) served beside it to anyone."""
+
+    def __init__(self, app: Callable[..., Any], *, token: str, path: str, name: str) -> None:
+        super().__init__(path=path, name=name)
+        self.app = BearerAuth(app, tokens=[token], error_body=refused, challenge=self.challenge)
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] in self.paths:
+            await self.serve(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)

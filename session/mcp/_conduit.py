@@ -17,7 +17,9 @@ Over stdio the protocol owns stdout: while serving, the SDK points file descript
 prints and logs cannot corrupt it (the command line also sends structlog to stderr). Over streamable HTTP it
 serves ``path`` (``/mcp``) with uvicorn on asyncio or Hypercorn on trio and, like ``HTTPConduit``, requires a
 bearer token unless told otherwise on a loopback host; it describes that token as the MCP authorization spec has
-a server do (``session.mcp._auth``: protected resource metadata, and 401 challenges pointing at it).
+a server do (``session.mcp._auth``: protected resource metadata, and 401 challenges pointing at it). The HTTP
+conduit serves the same endpoint at ``/mcp`` beside its other routes, on its port and behind its tokens
+(``session.mcp._mount``).
 """
 
 from __future__ import annotations
@@ -25,8 +27,6 @@ from __future__ import annotations
 import functools
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 import anyio
@@ -40,12 +40,14 @@ from loop import (Caller, LoopError, Role, State, ToolCall, ToolFinished, TurnCo
                   tracing)
 from loop.checks import positive_int, positive_number
 from provider import is_loopback
+from session._bearer import TokenQuota
 from session._manager import Manager, ShuttingDown
 from session._serving import DEFAULT_MAX_BODY_BYTES, listen, serve_asgi
 from session._events import ApprovalRequested
 from session._session import Session
 from session.mcp._approvals import Asked, answer_of, asks_by_retry, boundary, caller_of, can_elicit, decisions, elicit
 from session.mcp._auth import ProtectedResource
+from session.mcp._mount import Posts, drained
 
 _log = tracing.logger("session.mcp")
 DESCRIPTION = ("Ask an AI agent. Send a complete, self-contained request in 'message'; the agent works on it "
@@ -119,12 +121,16 @@ class MCPConduit:
         self.header_timeout = float(header_timeout)
         self.shutdown_timeout = float(shutdown_timeout)
 
-    def server(self, manager: Manager) -> Server:
+    def server(self, manager: Manager, *, quota: TokenQuota | None = None) -> Server:
         """The MCP server (the SDK's low-level ``Server``) answering for ``manager``; ``serve`` runs it, and
-        ``mcp.Client(conduit.server(manager))`` talks to it in-process. The manager must be running."""
+        ``mcp.Client(conduit.server(manager))`` talks to it in-process. The manager must be running. With a
+        ``quota`` (a server's sessions per token), each call's conversation is opened within its caller's: a
+        call beyond it is answered with a tool error saying so."""
         if not isinstance(manager, Manager):
             raise UsageError(f"MCPConduit serves a session Manager, got {manager!r}")
-        agent = _AgentTool(manager, self.tool, self.description)
+        if quota is not None and not isinstance(quota, TokenQuota):
+            raise UsageError(f"quota must be a TokenQuota or None, got {quota!r}")
+        agent = _AgentTool(manager, self.tool, self.description, quota)
         server = Server(self.name, version="0.1.0", on_list_tools=agent.list_tools, on_call_tool=agent.call_tool)
         server.middleware.append(boundary(self.name, manager.approval_timeout))  # seals an approval's round trip
         return server
@@ -142,7 +148,7 @@ class MCPConduit:
         await self._serve_http(server, task_status)
 
     async def _serve_http(self, server: Server, task_status: anyio.abc.TaskStatus[str]) -> None:
-        posts = _Posts(server.streamable_http_app(streamable_http_path=self.path, host=self.host,
+        posts = Posts(server.streamable_http_app(streamable_http_path=self.path, host=self.host,
                                                   max_request_body_size=self.max_body_bytes))
         app: Any = posts
         if self.token is not None:
@@ -152,53 +158,17 @@ class MCPConduit:
             # once the calls in flight are answered, or the session's end would cut their answers off.
             await serve_asgi(app, sock, host=self.host, path=self.path, shutdown_timeout=self.shutdown_timeout,
                              header_timeout=self.header_timeout, task_status=task_status,
-                             around=_drained(server.session_manager.run(), posts, self.shutdown_timeout),
+                             around=drained(server.session_manager.run(), posts, self.shutdown_timeout),
                              what="MCP server")
-
-
-class _Posts:
-    """The MCP app, counting the POST requests in flight (the JSON-RPC requests, ``tools/call`` among them; a GET
-    is a session's long-lived stream of notifications, which only ends with the session)."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-        self.count = 0
-        self.idle = anyio.Event()
-        self.idle.set()
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
-            await self.app(scope, receive, send)
-            return
-        self.count += 1
-        self.idle = anyio.Event() if self.count == 1 else self.idle
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            self.count -= 1
-            if not self.count:
-                self.idle.set()
-
-
-@asynccontextmanager
-async def _drained(sessions: AbstractAsyncContextManager[Any], posts: _Posts, timeout: float
-                   ) -> AsyncIterator[None]:
-    """``sessions`` (the SDK's session manager running), left once the POST requests in flight are answered, or
-    after ``timeout`` seconds."""
-    async with sessions:
-        try:
-            yield
-        finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(timeout):
-                await posts.idle.wait()
 
 
 class _AgentTool:
     """The one tool: a message in, the agent's answer out, progress on the way."""
 
-    def __init__(self, manager: Manager, name: str, description: str) -> None:
+    def __init__(self, manager: Manager, name: str, description: str, quota: TokenQuota | None) -> None:
         self.manager = manager
         self.name = name
+        self.quota = quota
         schema = {
             "type": "object",
             "properties": {"message": {"type": "string", "description": "what to ask the agent"}},
@@ -232,8 +202,8 @@ class _AgentTool:
                 return _failure("this call's approval is being answered already")
         try:
             # A new conversation lives in the caller's namespace, as the HTTP conduit keys a token's sessions.
-            session = await self.manager.open(f"{caller.namespace}:{secrets.token_urlsafe(18)}" if asked is None
-                                              else asked.session)
+            key = f"{caller.namespace}:{secrets.token_urlsafe(18)}" if asked is None else asked.session
+            session = await (self.manager.open(key) if self.quota is None else self.quota.open(caller.id, key))
         except ShuttingDown:
             return _failure(_SHUTTING_DOWN)
         except LoopError as exc:
