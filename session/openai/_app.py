@@ -114,6 +114,7 @@ cancelled) is answered 503 ``server_shutting_down``; a stream gets that error ev
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import secrets
 import time
@@ -141,6 +142,7 @@ from session.openai._completion import SESSION_HEADER, Completion
 from session.openai._policy import policy_approver
 from session.openai._errors import client_closed, unauthorized
 from session.openai._replay import KEY_HEADER, Replay, Replays
+from session.openai._wire import ChatWire
 from session.stores import DeletingStore
 from session.openai._request import ChatRequest, OpenAIError, parse_chat_request
 
@@ -270,7 +272,8 @@ class _Endpoint:
                 entry, new = self.replays.take(owner_in(request.scope), key,
                                                named + b"\n" + body)
                 if not new:  # a retry: the first request's run answers it
-                    return Replay(entry, model=self.model_name, stream=chat.stream, include_usage=chat.include_usage)
+                    return Replay(entry, stream=chat.stream, wire=functools.partial(
+                        ChatWire, model=self.model_name, include_usage=chat.include_usage))
             session, name, fresh = await self._open(request, chat)
         except BaseException as error:
             if entry is not None:
@@ -278,8 +281,11 @@ class _Endpoint:
             if isinstance(error, OpenAIError):
                 return error.response()
             raise
-        completion = Completion(self, session, chat, name=name, fresh=fresh, entry=entry,
-                                caller=caller_in(request.scope))
+        wire = ChatWire(name if fresh else "chatcmpl-" + secrets.token_urlsafe(18), int(time.time()),
+                        self.model_name, include_usage=chat.include_usage)
+        kept = not fresh or self.keep_conversations
+        completion = Completion(self, session, chat, wire, fresh=fresh, entry=entry, caller=caller_in(request.scope),
+                                headers={SESSION_HEADER: name} if kept else {})
         return completion if chat.stream else await completion.respond(request.receive)
 
     def agent_tools(self) -> frozenset[str]:

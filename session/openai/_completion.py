@@ -5,8 +5,6 @@ client leaves."""
 from __future__ import annotations
 
 import functools
-import secrets
-import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -20,10 +18,10 @@ from loop import Approver, Caller, Role, State, Subscription, Turn, tracing
 from session._followed import Followed
 from session._serving import json_text
 from session._session import Session
-from session.openai._answer import (Answer, Deltas, degraded_line, failure, not_ok, shutting_down, sse,
-                                    stream_tool_calls)
+from session.openai._answer import Answer, Deltas, degraded_line, failure, not_ok, shutting_down
 from session.openai._errors import OpenAIError, answer_client_closed
-from session.openai._replay import Entry, completion
+from session.openai._replay import Entry
+from session.openai._wire import Wire
 from session.openai._request import ChatRequest
 
 if TYPE_CHECKING:
@@ -97,24 +95,23 @@ class Completion:
     answer is kept there for retries, and a client that leaves gets ``grace`` seconds for a retry to take the
     run over before it is stopped."""
 
-    def __init__(self, endpoint: _Endpoint, session: Session, chat: ChatRequest, *, name: str, fresh: bool,
-                 entry: Entry | None = None, caller: Caller | None = None) -> None:
-        # ``fresh``: a session for this request alone, named after the completion; else the one the client
-        # names ``name`` (the session's own id may be that name in a namespace: see ``session_key``).
+    def __init__(self, endpoint: _Endpoint, session: Session, chat: ChatRequest, wire: Wire, *, fresh: bool,
+                 entry: Entry | None = None, caller: Caller | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        # ``fresh``: a session for this request alone, closed (and forgotten, unless kept) once it is answered.
+        # ``wire`` writes the answer in the request's API; ``headers`` go with it (the session it was kept in).
         self.endpoint = endpoint
         self.session = session
         self.chat = chat
+        self.wire = wire
         self.fresh = fresh
         self.entry = entry
-        self.id = name if fresh else "chatcmpl-" + secrets.token_urlsafe(18)
-        self.created = int(time.time())
         self.run = _Run(session, chat, caller, endpoint.approver)
         self.finished = False  # the whole answer went out
         self.client_gone = False
         self.abandoned = False  # the client left and the run was stopped for it
         self.result: Answer | OpenAIError | None = None
-        kept = not fresh or endpoint.keep_conversations
-        self.headers = {SESSION_HEADER: name} if kept else {}
+        self.headers = dict(headers or {})
         self.client_tools = frozenset(spec.name for spec in chat.tools)
 
     async def respond(self, receive: Any) -> Any:
@@ -136,8 +133,8 @@ class Completion:
             return answer_client_closed
         if isinstance(result, OpenAIError):
             return result.response()
-        return Response(json_text(completion(self.id, self.created, self.endpoint.model_name, result),
-                                  separators=(",", ":")), headers=self.headers, media_type="application/json")
+        return Response(json_text(self.wire.body(result), separators=(",", ":")), headers=self.headers,
+                        media_type="application/json")
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         try:
@@ -217,7 +214,7 @@ class Completion:
             if self.abandoned or (isinstance(result, OpenAIError) and result.status in (429, 503)):
                 self.endpoint.replays.drop(self.entry)  # stopped, or never accepted: a retry runs afresh
             else:
-                self.endpoint.replays.finish(self.entry, result, id=self.id, created=self.created,
+                self.endpoint.replays.finish(self.entry, result, id=self.wire.id, created=self.wire.created,
                                              headers=self.headers)
         self.result = result
         return result
@@ -237,7 +234,8 @@ class Completion:
         headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
                    (b"x-accel-buffering", b"no")] + [(k.encode(), v.encode()) for k, v in self.headers.items()]
         await emit({"type": "http.response.start", "status": 200, "headers": headers})
-        await emit(body(self._chunk({"role": "assistant", "content": ""})))
+        for data in self.wire.opening():
+            await emit(body(data))
         deltas = Deltas(live=self._live(), stop=self.chat.stop, client_tools=self.client_tools)
         events = self.run.events
         assert events is not None  # set by the run before it was started
@@ -251,33 +249,25 @@ class Completion:
                 await emit(body(b": keep-alive\n\n"))
             elif self.run.observe(event):
                 for delta in deltas.of(event):
-                    await emit(body(self._chunk(delta)))
+                    for data in self.wire.delta(delta):
+                        await emit(body(data))
         await self.run.done.wait()
         result = await self._settle()
         if isinstance(result, OpenAIError):
-            self.finished = True
-            await emit(body(sse(result.body())))
-            # A run that failed ends the stream without [DONE]; one the shutdown stopped ends it as every stream
-            # ends, after the error: the server is well, and the client may retry once it is back.
-            await emit(body(b"data: [DONE]\n\n" if result.code == "server_shutting_down" else b"", more=False))
-            return
-        state = self.run.state
-        if result.finish_reason == "content_filter":  # a guardrail stopped the run: its refusal, no content
-            await emit(body(self._chunk({"refusal": result.message["refusal"]})))
+            out = self.wire.failing(result)
         else:
-            assert state is not None  # a run with an answer has a state
-            for delta in deltas.end(result.message["content"], state.answer):
-                await emit(body(self._chunk(delta)))
-            if not_ok(state):
-                await emit(body(self._chunk(deltas.line(degraded_line(state)))))
-        if "tool_calls" in result.message:
-            await emit(body(self._chunk(stream_tool_calls(result.message["tool_calls"]))))
-        await emit(body(self._chunk({}, result.finish_reason)))
-        if self.chat.include_usage:
-            await emit(body(sse({"id": self.id, "object": "chat.completion.chunk", "created": self.created,
-                                 "model": self.endpoint.model_name, "choices": [], "usage": result.usage})))
+            tail: list[dict[str, str]] = []
+            state = self.run.state
+            if result.finish_reason != "content_filter":  # a guardrail's refusal has no content
+                assert state is not None  # a run with an answer has a state
+                tail = deltas.end(result.message["content"], state.answer)
+                if not_ok(state):
+                    tail.append(deltas.line(degraded_line(state)))
+            out = self.wire.closing(result, tail)
         self.finished = True
-        await emit(body(b"data: [DONE]\n\n", more=False))
+        for data in out:
+            await emit(body(data))
+        await emit(body(b"", more=False))
 
     def _live(self) -> bool:
         """Whether text may stream as the model writes it: it is a text answer and no turn can call a tool (the
@@ -288,16 +278,6 @@ class Completion:
         if options is not None and options.tool_choice == "none":
             return True
         return not self.chat.tools and not self.endpoint.agent_tools()
-
-    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
-        chunk: dict[str, Any] = {
-            "id": self.id, "object": "chat.completion.chunk", "created": self.created,
-            "model": self.endpoint.model_name,
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
-        }
-        if self.chat.include_usage:
-            chunk["usage"] = None  # as OpenAI does: only the last chunk has usage
-        return sse(chunk)
 
     def _stopping(self) -> bool:
         return self.endpoint.manager.stopping

@@ -12,14 +12,16 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 
 from loop.checks import positive_int, positive_number
 from session._serving import json_text
-from session.openai._answer import Answer, sse, stream_tool_calls
+from session.openai._answer import Answer
 from session.openai._errors import OpenAIError, answer_client_closed
+from session.openai._wire import Wire
 
 KEY_HEADER = "x-request-id"
 
@@ -111,14 +113,13 @@ class Replays:
 
 
 class Replay:
-    """The ASGI answer to a retry: waits for the first run's result and sends it, as a ``chat.completion`` or,
-    for a streaming request, as one burst of chunks."""
+    """The ASGI answer to a retry: waits for the first run's result and sends it through a wire made with the first
+    run's id (``wire(id, created)``): as one JSON body or, for a streaming request, as one burst of events."""
 
-    def __init__(self, entry: Entry, *, model: str, stream: bool, include_usage: bool) -> None:
+    def __init__(self, entry: Entry, *, stream: bool, wire: Callable[[str, int], Wire]) -> None:
         self.entry = entry
-        self.model = model
         self.stream = stream
-        self.include_usage = include_usage
+        self.wire = wire
         entry.attached.set()
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -139,46 +140,14 @@ class Replay:
             await result.response()(scope, receive, send)
             return
         assert result is not None  # set with done
+        wire = self.wire(self.entry.id, self.entry.created)
         headers = [(k.encode(), v.encode()) for k, v in self.entry.headers.items()]
         if not self.stream:
-            body = json_text(completion(self.entry.id, self.entry.created, self.model, result),
-                             separators=(",", ":")).encode()
+            body = json_text(wire.body(result), separators=(",", ":")).encode()
             await send({"type": "http.response.start", "status": 200,
                         "headers": [(b"content-type", b"application/json"), *headers]})
             await send({"type": "http.response.body", "body": body})
             return
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"text/event-stream; charset=utf-8"), *headers]})
-        await send({"type": "http.response.body", "body": b"".join(self._chunks(result)), "more_body": False})
-
-    def _chunks(self, answer: Answer) -> list[bytes]:
-        def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-            body: dict[str, Any] = {"id": self.entry.id, "object": "chat.completion.chunk",
-                                    "created": self.entry.created, "model": self.model, "choices": [choice]}
-            if self.include_usage:
-                body["usage"] = None
-            return sse(body)
-
-        message = answer.message
-        out = [chunk({"role": "assistant", "content": ""})]
-        if message.get("reasoning_content"):
-            out.append(chunk({"reasoning_content": message["reasoning_content"]}))
-        if message.get("content"):
-            out.append(chunk({"content": message["content"]}))
-        if message.get("tool_calls"):
-            out.append(chunk(stream_tool_calls(message["tool_calls"])))
-        out.append(chunk({}, answer.finish_reason))
-        if self.include_usage:
-            out.append(sse({"id": self.entry.id, "object": "chat.completion.chunk", "created": self.entry.created,
-                            "model": self.model, "choices": [], "usage": answer.usage}))
-        out.append(b"data: [DONE]\n\n")
-        return out
-
-
-def completion(id: str, created: int, model: str, answer: Answer) -> dict[str, Any]:
-    """The ``chat.completion`` object for ``answer``."""
-    return {"id": id, "object": "chat.completion", "created": created, "model": model,
-            "choices": [{"index": 0, "message": answer.message, "logprobs": None,
-                         "finish_reason": answer.finish_reason}],
-            "usage": answer.usage}
+        await send({"type": "http.response.body", "body": b"".join(wire.burst(result)), "more_body": False})
