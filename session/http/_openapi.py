@@ -13,6 +13,7 @@ from typing import Any
 from session._serving import MAX_JSON_DEPTH
 from session.agui._openapi import AGUI_OPENAPI
 from session.http._openapi_openai import OPENAI_PATHS, OPENAI_SCHEMAS
+from session.http._openapi_responses import RESPONSES_PATHS, RESPONSES_SCHEMAS
 from session.http._openapi_parts import (MAX_EVENT_ID, MAX_PAGE_SIZE, NOT_BLANK, PAGE_SIZE, error, json_body,
                                          openapi_31, ref, request_body, stream)
 from session.http._wire import EVENT_TYPES
@@ -209,6 +210,7 @@ OPENAPI: dict[str, Any] = {
         **PAGE_PATHS_DOC,
         "/agui": AGUI_OPENAPI,
         **OPENAI_PATHS,
+        **RESPONSES_PATHS,
     },
     "components": {
         "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
@@ -288,6 +290,7 @@ OPENAPI: dict[str, Any] = {
                 "main": {"const": False, "description": "Present on events off the main line (with ?branches=true "
                                                         "only)."}}},
             **OPENAI_SCHEMAS,
+            **RESPONSES_SCHEMAS,
         },
     },
 }

@@ -3,19 +3,24 @@ usage), the deltas a stream sends while the run goes on, and the error a failed 
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import attrs
 
 from cognitive import GuardrailTripped, answer_value, left_open
 from loop import (LoopError, OutputType, Reasoning, ReasoningDelta, Role, State, TextDelta, ToolCall, ToolFinished,
-                  ToolResult, ToolStarted, Turn, TurnCompleted, TurnKind, TurnStarted, Usage)
+                  ToolResult, ToolStarted, Turn, TurnCompleted, TurnKind, TurnStarted, Usage, tracing)
 from loop.errors import ProviderError
 from session._serving import json_text
 from session._message import ToolResultsMismatch
+from session._manager import SessionLimit, ShuttingDown
 from session._session import SessionBusy, SessionClosed
 from session.openai._errors import OpenAIError
 from session.openai._stop import StopCut, cut
+
+_log = tracing.logger("session.openai")
 
 
 @attrs.frozen
@@ -224,3 +229,21 @@ def failure(exc: Exception) -> OpenAIError:
         return OpenAIError(500, f"The agent run failed: {exc}", type="server_error", code=code, headers=no_retry)
     return OpenAIError(500, f"The agent run failed with {type(exc).__name__}; the server log has the details.",
                        type="server_error", code="internal_error", headers=no_retry)
+
+
+@contextlib.contextmanager
+def opening_errors() -> Iterator[None]:
+    """Opening a session, with its failures answered in OpenAI's format: 503 when the server is shutting down or
+    has its most sessions open, 500 when the store failed."""
+    try:
+        yield
+    except OpenAIError:
+        raise
+    except ShuttingDown:
+        raise shutting_down() from None
+    except SessionLimit as exc:
+        raise OpenAIError(503, str(exc), type="server_error", code="session_limit") from exc
+    except LoopError as exc:
+        _log.warning("could not open a session", error=repr(exc))
+        raise OpenAIError(500, f"Could not open a session: {exc}", type="server_error",
+                          code="session_unavailable") from exc

@@ -1,8 +1,9 @@
 """The OpenAI-compatible endpoint: any OpenAI client can talk to the pattern a ``Manager`` runs, and use it as its
 model, with structured output and its own tools.
 
-``openai_routes(manager)`` returns ``POST /v1/chat/completions``, ``GET /v1/models`` and ``GET /v1/models/{id}``
-to mount in any Starlette app (which does its own auth); ``openai_app(manager, token=...)`` serves them alone.
+``openai_routes(manager)`` returns ``POST /v1/chat/completions``, ``POST /v1/responses`` (OpenAI's Responses
+API, described in ``session.openai._responses``), ``GET /v1/models`` and ``GET /v1/models/{id}`` to mount in any
+Starlette app (which does its own auth); ``openai_app(manager, token=...)`` serves them alone.
 
 Sessions. Chat Completions is stateless: the client sends the whole conversation each time. Each request gets
 a fresh session whose stored conversation is seeded with every message but the last; the last must be the
@@ -133,15 +134,16 @@ from loop import LoopError, UsageError, tracing
 from loop.checks import positive_int, positive_number
 from session._bearer import BearerAuth, TokenQuota, caller_in, owner_in
 from session._body import BodyTooLarge, read_body
-from session._manager import Manager, SessionLimit, ShuttingDown, agent_tool_names
+from session._manager import Manager, agent_tool_names
 from session._serving import DEFAULT_MAX_BODY_BYTES
 from session._session import Session
 from session._message import ToolResultsMismatch, before
-from session.openai._answer import failure, shutting_down
+from session.openai._answer import failure, opening_errors
 from session.openai._completion import SESSION_HEADER, Completion
 from session.openai._policy import policy_approver
 from session.openai._errors import client_closed, unauthorized
 from session.openai._replay import KEY_HEADER, Replay, Replays
+from session.openai._responses import Responses
 from session.openai._wire import ChatWire
 from session.stores import DeletingStore
 from session.openai._request import ChatRequest, OpenAIError, parse_chat_request
@@ -180,6 +182,7 @@ def openai_routes(manager: Manager, *, model_name: str = "agent", keep_conversat
                          retry_grace=retry_grace, idempotency_ttl=idempotency_ttl, approvals=approvals)
     return [
         Route("/v1/chat/completions", endpoint.create, methods=["POST"]),
+        Route("/v1/responses", Responses(endpoint).create, methods=["POST"]),
         Route("/v1/models", endpoint.models, methods=["GET"]),
         Route("/v1/models/{model:path}", endpoint.model, methods=["GET"]),
     ]
@@ -263,7 +266,7 @@ class _Endpoint:
     async def create(self, request: Request) -> Any:
         entry = None
         try:
-            body = await self._body(request)
+            body = await self.read(request)
             chat = parse_chat_request(body, model_name=self.model_name, agent_tools=self.agent_tools())
             named_session = _session_header(request)  # checked first: a retry must name a valid session too
             key = request.headers.get(KEY_HEADER)
@@ -294,7 +297,7 @@ class _Endpoint:
             self._agent_tools = agent_tool_names(self.manager)
         return self._agent_tools
 
-    async def _body(self, request: Request) -> bytes:
+    async def read(self, request: Request) -> bytes:
         try:
             return await read_body(request, max_bytes=self.max_body_bytes, timeout=self.body_timeout)
         except BodyTooLarge:
@@ -310,43 +313,38 @@ class _Endpoint:
         """The request's session, the name its client knows it by, and whether it is a fresh one for this
         request (named ``chatcmpl-...``) rather than the one the client named."""
         named = _session_header(request)
-        try:
+        with opening_errors():
             if named is None:
                 name = "chatcmpl-" + secrets.token_urlsafe(18)
-                return await self._open_fresh(request, self._key(request, name), chat), name, True
-            allowed = True if self.session_access is None else self.session_access(request, named)
-            if inspect.isawaitable(allowed):
-                allowed = await allowed
-            if not allowed:
-                raise OpenAIError(404, f"No session {named!r} is available to you.", code="session_not_found")
-            session = await self._open_key(request, self._key(request, named), chat)
+                return await self.open_fresh(request, self.key(request, name), chat), name, True
+            await self.check_access(request, named, OpenAIError(404, f"No session {named!r} is available to you.",
+                                                                code="session_not_found"))
+            session = await self.open_key(request, self.key(request, named), chat)
             _check_results(session, chat)
             if self.on_open is not None:
                 self.on_open(named, session)
             return session, named, False
-        except OpenAIError:
-            raise
-        except ShuttingDown:
-            raise shutting_down() from None
-        except SessionLimit as exc:
-            raise OpenAIError(503, str(exc), type="server_error", code="session_limit") from exc
-        except LoopError as exc:
-            _log.warning("could not open a session", error=repr(exc))
-            raise OpenAIError(500, f"Could not open a session: {exc}", type="server_error",
-                              code="session_unavailable") from exc
 
-    def _key(self, request: Request, name: str) -> str:
+    async def check_access(self, request: Request, name: str, refusal: OpenAIError) -> None:
+        """Raise ``refusal`` unless the request may use the session it calls ``name`` (``session_access``)."""
+        allowed = True if self.session_access is None else self.session_access(request, name)
+        if inspect.isawaitable(allowed):
+            allowed = await allowed
+        if not allowed:
+            raise refusal
+
+    def key(self, request: Request, name: str) -> str:
         return name if self.session_key is None else self.session_key(request, name)
 
-    async def _open_key(self, request: Request, session_id: str, chat: ChatRequest) -> Session:
+    async def open_key(self, request: Request, session_id: str, chat: ChatRequest) -> Session:
         if self.quota is None:
             return await self.manager.open(session_id, history=chat.history)
         owner = owner_in(request.scope)
         return await self.quota.open(owner, session_id, history=chat.history, refuse=_quota_error)
 
-    async def _open_fresh(self, request: Request, session_id: str, chat: ChatRequest) -> Session:
+    async def open_fresh(self, request: Request, session_id: str, chat: ChatRequest) -> Session:
         try:
-            return await self._open_key(request, session_id, chat)
+            return await self.open_key(request, session_id, chat)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self.forget(session_id)

@@ -194,7 +194,7 @@ class Completion:
         if run.state is None and self._stopping():
             result = shutting_down()
         elif isinstance(run.error, GuardrailTripped):  # answered as OpenAI answers what its filter stops
-            _log.info("chat completion stopped by a guardrail", session=self.session.id, check=run.error.check,
+            _log.info("the run was stopped by a guardrail", session=self.session.id, check=run.error.check,
                       stage=run.error.stage)
             result = Answer.blocked(run.error, run.turns(run.error.state))
         elif run.error is not None or run.state is None:
@@ -283,7 +283,7 @@ class Completion:
         return self.endpoint.manager.stopping
 
     def _fail(self, exc: Exception) -> OpenAIError:
-        _log.warning("chat completion failed", session=self.session.id, error=repr(exc))
+        _log.warning("the run failed", session=self.session.id, error=repr(exc))
         return failure(exc)
 
     async def _release(self) -> None:

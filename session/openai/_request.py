@@ -114,7 +114,7 @@ def parse_chat_request(body: bytes, *, model_name: str, agent_tools: frozenset[s
     if role == "tool":
         results = history[-1].tool_results
         earlier = history[:-1]
-        earlier[-1] = _left_for_client(earlier[-1])
+        earlier[-1] = left_for_client(earlier[-1])
         return ChatRequest(tuple(earlier), results, bool(stream), include_usage, output, tools, options, stop)
     if role != "user":
         raise OpenAIError(400, f"The last message must be from the user, or tool results (messages[{last}] has "
@@ -127,7 +127,7 @@ def parse_chat_request(body: bytes, *, model_name: str, agent_tools: frozenset[s
     return ChatRequest(tuple(history[:-1]), text, bool(stream), include_usage, output, tools, options, stop)
 
 
-def _left_for_client(turn: Turn) -> Turn:
+def left_for_client(turn: Turn) -> Turn:
     """The assistant turn whose calls the request's last messages answer, marked as having left them for the
     client (outcome ``pending``), so that a session seeded with it keeps them open for those results."""
     outcome = {"status": "pending", "reason": "left for the client to answer"}

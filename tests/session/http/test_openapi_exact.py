@@ -53,7 +53,8 @@ def test_event_streams_are_described_event_by_event() -> None:
     streams = [(path, media) for path, item in DOCUMENT["paths"].items() for operation in item.values()
                for answer in operation["responses"].values()
                for kind, media in answer.get("content", {}).items() if kind == "text/event-stream"]
-    assert [path for path, _ in streams] == ["/sessions/{id}/events", "/agui", "/v1/chat/completions"]
+    assert [path for path, _ in streams] == ["/sessions/{id}/events", "/agui", "/v1/chat/completions",
+                                             "/v1/responses"]
     assert all(set(media) == {"itemSchema"} for _, media in streams)  # not a "schema": the body is no one string
     events = DOCUMENT["components"]["schemas"]["SessionEvent"]["properties"]["event"]["enum"]
     assert events == [*EVENT_TYPES, "events_lost"]
@@ -73,6 +74,7 @@ def test_every_status_an_operation_can_answer_is_listed() -> None:
     assert statuses("/sessions/{id}/events", "get") == {"200", "400", "401", "404", "429", "500"}
     assert statuses("/v1/chat/completions", "post") == {"200", "400", "401", "404", "408", "409", "413", "429",
                                                         "500", "502", "503"}
+    assert statuses("/v1/responses", "post") == statuses("/v1/chat/completions", "post")
 
 
 async def test_the_server_refuses_exactly_the_event_ids_the_document_does() -> None:

@@ -3,10 +3,10 @@
 Schemathesis generates requests from the document (``/openapi.json`` serves the same: see ``test_limits``),
 valid and invalid ones, and sends them to a real server on 127.0.0.1. Every response must have a documented
 status and content type, conform to its schema (an event stream, event by event), and never be a 5xx; valid
-requests must be accepted and invalid ones refused (except on ``/v1/chat/completions``, whose messages follow
-rules a JSON Schema cannot state, such as the last one being the user's). A first pass fuzzes every operation,
-with made-up session ids (so mostly 404); a second fuzzes the routes of one real session, its event stream
-included. The examples are bounded and seeded, so every run sends the same requests.
+requests must be accepted and invalid ones refused (except on ``/v1/chat/completions`` and ``/v1/responses``,
+whose messages follow rules a JSON Schema cannot state, such as the last one being the user's). A first pass
+fuzzes every operation, with made-up session ids (so mostly 404); a second fuzzes the routes of one real session,
+its event stream included. The examples are bounded and seeded, so every run sends the same requests.
 """
 
 from __future__ import annotations
@@ -71,10 +71,12 @@ def _config(token: str, **settings: Any) -> SchemathesisConfig:
         # for accepting invalid data.
         "generation": {"mode": "all", "max-examples": EXAMPLES, "database": "none", "allow-extra-parameters": False},
         "request-timeout": 10,
-        # Both bodies follow another's schema (OpenAI's messages, AG-UI's RunAgentInput), which the document only
-        # outlines: a body the outline allows may still be refused, named (the servers' own tests check those).
+        # These bodies follow another's schema (OpenAI's messages and input items, AG-UI's RunAgentInput), which
+        # the document only outlines: a body the outline allows may still be refused, named (the servers' own
+        # tests check those).
         "operations": [{"include-path": "/v1/chat/completions",
                         "checks": {"positive_data_acceptance": {"enabled": False}}},
+                       {"include-path": "/v1/responses", "checks": {"positive_data_acceptance": {"enabled": False}}},
                        {"include-path": "/agui", "checks": {"positive_data_acceptance": {"enabled": False}}}],
         **settings,
     })
