@@ -32,7 +32,7 @@ from loop._middleware import TurnMiddleware
 from loop._fanout import BranchResult, as_completed, fan_out
 from loop._outcome import Outcome
 from loop._output import OutputType
-from loop._parts import Part, Reasoning, Role, Text, ToolCall, ToolResult, Usage
+from loop._parts import File, Image, Part, Reasoning, Role, Text, ToolCall, ToolResult, Usage
 from loop._protocols import (
     Delta,
     DeltaStream,
@@ -86,10 +86,12 @@ __all__ = [
     "EventBus",
     "EventsDropped",
     "Executor",
+    "File",
     "Finish",
     "FunctionTool",
     "GatedTool",
     "Hold",
+    "Image",
     "LoopError",
     "MemoryCache",
     "Options",

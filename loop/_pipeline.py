@@ -25,7 +25,7 @@ from loop.checks import positive_int, positive_number
 from loop._events import EventBus, ToolFinished, ToolStarted
 from loop._parts import ToolCall, ToolResult
 from loop._scope import branch, carry, current_scope, current_task
-from loop._tools import Tool, index_tools, render, tool_timeout, truncate
+from loop._tools import Tool, index_tools, tool_result, tool_timeout, truncate
 from loop.errors import ToolDenied, UsageError
 
 CANCELLED = "cancelled: the turn was interrupted before this tool call finished"
@@ -207,7 +207,7 @@ class ToolPipeline:
                 bus.publish(ToolFinished(call, failed, time.perf_counter() - started))
             raise
         if bus.has_subscribers:
-            result = ToolResult(call.id, call.name, truncate(render(value), self.max_result_chars))
+            result = tool_result(call, value, self.max_result_chars)
             bus.publish(ToolFinished(call, result, time.perf_counter() - started))
         return value
 
@@ -252,7 +252,7 @@ class ToolPipeline:
                 value = await tool.call(arguments)
             if deadline.cancelled_caught:
                 return error_result(call, f"the tool timed out after {timeout:g} seconds and was stopped")
-            content = render(value)
+            result = tool_result(call, value, self.max_result_chars)
         except anyio.get_cancelled_exc_class():
             if caller_cancelled():
                 raise
@@ -261,7 +261,7 @@ class ToolPipeline:
         except Exception as exc:
             _log.warning("tool raised", tool=call.name, call_id=call.id, error=repr(exc))
             return error_result(call, truncate(f"the tool raised {type(exc).__name__}: {exc}", self.max_result_chars))
-        return ToolResult(call.id, call.name, truncate(content, self.max_result_chars))
+        return result
 
 
 async def ask_approver(calls: tuple[ToolCall, ...]) -> dict[str, Decision]:

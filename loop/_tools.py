@@ -16,6 +16,7 @@ import anyio
 import attrs
 
 from loop._argcheck import ArgumentChecker, CheckedArguments
+from loop._parts import File, Image, Media, ToolCall, ToolResult
 from loop.checks import positive_number
 from loop._protocols import ToolSpec
 from loop._context import RunContext, current_run_context
@@ -41,9 +42,10 @@ class Tool(Protocol):
     """Something a model can call.
 
     ``spec`` tells the model the tool's name, purpose and JSON-schema parameters. ``call`` receives arguments
-    already parsed and checked against that schema, and returns the result (a string, or data rendered as
-    JSON). It may raise: the step turns any exception into an error result the model can read. A tool with
-    its own time limit is a ``TimedTool``.
+    already parsed and checked against that schema, and returns the result (a string, data rendered as JSON,
+    or an ``Image`` or ``File``, alone or in a list or tuple with text: see ``tool_result``). It may raise:
+    the step turns any exception into an error result the model can read. A tool with its own time limit is a
+    ``TimedTool``.
     """
 
     @property
@@ -225,10 +227,41 @@ def index_tools(tools: Tool | Iterable[Tool], where: str) -> dict[str, Tool]:
 
 
 def render(value: Any) -> str:
-    """A tool's return value as text for the model: strings as they are, anything else as JSON."""
+    """A tool's return value as text for the model: strings as they are, anything else as JSON. Of a value that
+    holds images or files (see ``tool_result``), the text alone: its other items, one a line."""
     if isinstance(value, str):
         return value
+    if isinstance(value, (Image, File)) or (type(value) in (list, tuple) and _holds_media(value)):
+        return _split(value)[0]
     return json.dumps(value, ensure_ascii=False, default=json_default)
+
+
+def tool_result(call: ToolCall, value: Any, max_chars: int) -> ToolResult:
+    """The result answering ``call`` with ``value``, the tool's return value.
+
+    Its text is ``render(value)`` cut to ``max_chars`` characters (see ``truncate``). A tool may show the model
+    images and files: a returned ``Image`` or ``File``, or a list or tuple holding some among its other items,
+    goes in ``attachments``, in order, and the other items (strings as they are, the rest as JSON), one a
+    line, make the text. A list or tuple without images or files is JSON, as before.
+    """
+    if isinstance(value, str):
+        return ToolResult(call.id, call.name, truncate(value, max_chars))
+    if isinstance(value, (Image, File)) or (type(value) in (list, tuple) and _holds_media(value)):
+        text, attached = _split(value)
+        return ToolResult(call.id, call.name, truncate(text, max_chars), attachments=attached)
+    return ToolResult(call.id, call.name, truncate(render(value), max_chars))
+
+
+def _holds_media(items: list[Any] | tuple[Any, ...]) -> bool:
+    return any(isinstance(item, (Image, File)) for item in items)
+
+
+def _split(value: Any) -> tuple[str, tuple[Media, ...]]:
+    """The text and the attachments of a value holding images or files."""
+    if isinstance(value, (Image, File)):
+        return "", (value,)
+    text = [render(item) for item in value if not isinstance(item, (Image, File))]
+    return "\n".join(text), tuple(item for item in value if isinstance(item, (Image, File)))
 
 
 def json_default(value: Any) -> Any:

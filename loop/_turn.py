@@ -9,7 +9,7 @@ from typing import Any
 
 import attrs
 
-from loop.codec import part_from_dict, part_to_dict
+from loop.codec import Blobs, part_from_dict, part_to_dict
 from loop._parts import PART_TYPES, Part, Role, Text, ToolCall, ToolResult, Usage
 from loop.errors import UsageError
 
@@ -95,7 +95,7 @@ class Turn:
 
     @property
     def text(self) -> str:
-        """The turn's ``Text`` parts joined; empty when it has none."""
+        """The turn's ``Text`` parts joined; empty when it has none (images and files are not text)."""
         parts = self.parts
         if len(parts) == 1:  # the usual turn: one part, no list to make
             part = parts[0]
@@ -121,9 +121,10 @@ class Turn:
                 total = p if total is None else total + p
         return total
 
-    def to_dict(self) -> dict[str, Any]:
-        """The turn as plain JSON-ready data (see ``from_dict``)."""
-        out: dict[str, Any] = {"role": self.role.value, "parts": [part_to_dict(p) for p in self.parts]}
+    def to_dict(self, *, blobs: Blobs | None = None) -> dict[str, Any]:
+        """The turn as plain JSON-ready data (see ``from_dict``); given ``blobs``, the bytes of its images and
+        files are put there and named by digest (see ``loop.codec.part_to_dict``)."""
+        out: dict[str, Any] = {"role": self.role.value, "parts": [part_to_dict(p, blobs=blobs) for p in self.parts]}
         if self.meta:
             out["meta"] = dict(self.meta)
         if self.name is not None:
@@ -131,8 +132,9 @@ class Turn:
         return out
 
     @classmethod
-    def from_dict(cls, data: Any, *, where: str = "turn") -> Turn:
-        """Rebuild a turn from ``to_dict`` output; raises ``UsageError`` naming the first problem found."""
+    def from_dict(cls, data: Any, *, where: str = "turn", blobs: Mapping[str, bytes] | None = None) -> Turn:
+        """Rebuild a turn from ``to_dict`` output, reading bytes kept apart from ``blobs``; raises ``UsageError``
+        naming the first problem found."""
         if not isinstance(data, Mapping):
             raise UsageError(f"{where}: expected an object, got {type(data).__name__}")
         written: Any = data.get("role")
@@ -149,7 +151,7 @@ class Turn:
         name = data.get("name")
         if name is not None and (not isinstance(name, str) or not name):
             raise UsageError(f"{where}: 'name' must be a non-empty string")
-        parts = tuple(part_from_dict(p, where=f"{where}, part {i}") for i, p in enumerate(raw_parts))
+        parts = tuple(part_from_dict(p, where=f"{where}, part {i}", blobs=blobs) for i, p in enumerate(raw_parts))
         return cls(role, parts, meta, name)
 
 

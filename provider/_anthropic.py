@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -10,8 +11,8 @@ from typing import Any
 
 import httpx
 
-from loop import (Delta, DeltaStream, ProviderInfo, Reasoning, Request, Role, Text, ToolCall, ToolResult, Turn,
-                  UsageError, UseTool)
+from loop import (Delta, DeltaStream, File, Image, ProviderInfo, Reasoning, Request, Role, Text, ToolCall, ToolResult,
+                  Turn, UsageError, UseTool)
 from loop.checks import int_at_least, positive_int
 from loop.errors import StreamError
 from provider._responses_items import REASONING_SIGNATURE
@@ -49,6 +50,11 @@ class Anthropic:
 
     The API has no field for a speaker's name, so a user or assistant turn with a ``name`` has its first text
     block prefixed with ``"{name}: "``.
+
+    Images (``loop.Image``) go as ``image`` blocks, their bytes as a ``base64`` source or their ``url`` as a
+    ``url`` source; files (``loop.File``) as ``document`` blocks: a PDF by bytes or URL, plain text by its
+    text. A tool result with attachments sends its content as an array: its text, then their blocks. What the
+    API cannot carry (another file type, an image in an assistant or system turn) is a ``UsageError``.
 
     Prompt caching is on (``prompt_cache=True``): every request marks up to four ``cache_control`` breakpoints
     (the API's limit) where the next request will start the same: the end of the conversation so far, the end
@@ -224,11 +230,54 @@ def _blocks(turn: Turn) -> list[dict[str, Any]]:
                 arguments = {}  # the call was answered with an error result; the API needs an object here
             blocks.append({"type": "tool_use", "id": part.id, "name": part.name, "input": arguments})
         elif isinstance(part, ToolResult):
-            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": part.call_id, "content": part.content}
+            content: str | list[dict[str, Any]] = part.content
+            if part.attachments:
+                content = [{"type": "text", "text": part.content}] if part.content.strip() else []
+                content.extend(_media_block(a) for a in part.attachments)
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": part.call_id, "content": content}
             if part.is_error:
                 block["is_error"] = True
             blocks.append(block)
+        elif isinstance(part, (Image, File)):
+            if turn.role not in (Role.USER, Role.TOOL):
+                _refuse_media(turn)
+            blocks.append(_media_block(part))
     return blocks
+
+
+def _refuse_media(turn: Turn) -> None:
+    """Raise ``UsageError`` if ``turn`` holds an image or a file: only user and tool turns may."""
+    for part in turn.parts:
+        if isinstance(part, (Image, File)):
+            raise UsageError(f"Anthropic cannot send {part!r} in {turn.role.value} turns: images and files "
+                             "go in user turns and tool results")
+
+
+def _media_block(part: Image | File) -> dict[str, Any]:
+    """An ``image`` block for an image, a ``document`` block for a PDF or a plain-text file."""
+    if isinstance(part, Image):
+        if part.data is None:
+            return {"type": "image", "source": {"type": "url", "url": part.url}}
+        return {"type": "image", "source": {"type": "base64", "media_type": part.media_type,
+                                            "data": base64.b64encode(part.data).decode("ascii")}}
+    source: dict[str, Any]
+    if part.media_type in (None, "application/pdf") and part.data is None:
+        source = {"type": "url", "url": part.url}
+    elif part.media_type == "application/pdf" and part.data is not None:
+        source = {"type": "base64", "media_type": "application/pdf",
+                  "data": base64.b64encode(part.data).decode("ascii")}
+    elif part.media_type == "text/plain" and part.data is not None:
+        try:
+            source = {"type": "text", "media_type": "text/plain", "data": part.data.decode("utf-8")}
+        except UnicodeDecodeError:
+            raise UsageError(f"Anthropic cannot send {part!r}: a text/plain document must be UTF-8") from None
+    else:
+        raise UsageError(f"Anthropic cannot send {part!r}: its documents are PDFs (by bytes or URL) and "
+                         "text/plain files (by bytes)")
+    block = {"type": "document", "source": source}
+    if part.name is not None:
+        block["title"] = part.name
+    return block
 
 
 _NAMED = (Role.USER, Role.ASSISTANT)
@@ -267,6 +316,7 @@ def messages(turns: tuple[Turn, ...]) -> tuple[str, list[dict[str, Any]]]:
     out: list[dict[str, Any]] = []
     for turn in turns:
         if turn.role is Role.SYSTEM and not out:
+            _refuse_media(turn)
             if turn.text:
                 system.append(turn.text)
             continue

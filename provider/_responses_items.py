@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from loop import Reasoning, Role, Text, ToolCall, ToolResult, Turn
+from loop import File, Image, Reasoning, Role, Text, ToolCall, ToolResult, Turn, UsageError
 
 REASONING_SIGNATURE = "openai-reasoning:"
 """How the signature of a ``Reasoning`` part made by ``OpenAIResponses`` starts: this prefix, the reasoning
@@ -42,8 +42,63 @@ def arguments(raw: str) -> str:
         return "{}"
 
 
-def _message(role: str, text: str) -> dict[str, Any]:
-    return {"type": "message", "role": role, "content": text}
+def _message(role: str, content: str | list[dict[str, Any]]) -> dict[str, Any]:
+    return {"type": "message", "role": role, "content": content}
+
+
+def _media(part: Image | File) -> dict[str, Any]:
+    """An ``input_image`` or ``input_file`` content item."""
+    if isinstance(part, Image):
+        return {"type": "input_image", "image_url": part.url if part.url is not None else part.data_url,
+                "detail": "auto"}
+    if part.data_url is None:
+        return {"type": "input_file", "file_url": part.url}
+    return {"type": "input_file", "filename": part.filename, "file_data": part.data_url}
+
+
+def _has_media(turn: Turn) -> bool:
+    return any(isinstance(p, (Image, File)) for p in turn.parts)
+
+
+def _refuse_media(turn: Turn) -> None:
+    for part in turn.parts:
+        if isinstance(part, (Image, File)):
+            raise UsageError(f"the Responses API cannot take {part!r} in {turn.role.value} turns: images and "
+                             "files go in user turns and tool results")
+
+
+def _user_content(turn: Turn) -> list[dict[str, Any]]:
+    """A user turn with images or files as content items in its parts' order, each run of text one
+    ``input_text``, the speaker's name before the first."""
+    content: list[dict[str, Any]] = []
+    text: list[str] = []
+    prefix = f"{turn.name}: " if turn.name is not None else ""
+
+    def flush() -> None:
+        nonlocal prefix
+        if "".join(text):
+            content.append({"type": "input_text", "text": prefix + "".join(text)})
+            prefix = ""
+        text.clear()
+
+    for part in turn.parts:
+        if isinstance(part, Text):
+            text.append(part.text)
+        elif isinstance(part, (Image, File)):
+            flush()
+            content.append(_media(part))
+    flush()
+    return content
+
+
+def _output(result: ToolResult) -> str | list[dict[str, Any]]:
+    """A ``function_call_output``'s ``output``: the text, or with attachments an array of the text (unless
+    empty) and their items."""
+    if not result.attachments:
+        return result.content
+    output = [{"type": "input_text", "text": result.content}] if result.content else []
+    output.extend(_media(a) for a in result.attachments)
+    return output
 
 
 def _reasoning(part: Reasoning, *, stored: bool) -> dict[str, Any] | None:
@@ -90,6 +145,8 @@ def _assistant(turn: Turn, *, stored: bool) -> list[dict[str, Any]]:
         elif isinstance(part, ToolCall):
             items.append({"type": "function_call", "call_id": part.id, "name": part.name,
                           "arguments": arguments(part.arguments)})
+        elif isinstance(part, (Image, File)):
+            _refuse_media(turn)
     flush()
     return items
 
@@ -110,16 +167,22 @@ def input_items(turns: tuple[Turn, ...], *, stored: bool = False) -> tuple[str, 
     for turn in turns:
         role = turn.role
         if role is Role.SYSTEM:
+            _refuse_media(turn)
             if not items:
                 if turn.text:
                     instructions.append(turn.text)
             else:
                 items.append(_message("system", turn.text))
         elif role is Role.TOOL:
-            items.extend({"type": "function_call_output", "call_id": r.call_id, "output": r.content}
+            items.extend({"type": "function_call_output", "call_id": r.call_id, "output": _output(r)}
                          for r in turn.parts if isinstance(r, ToolResult))
+            own = [_media(p) for p in turn.parts if isinstance(p, (Image, File))]
+            if own:
+                items.append(_message("user", own))
         elif role is Role.ASSISTANT:
             items.extend(_assistant(turn, stored=stored))
+        elif _has_media(turn):
+            items.append(_message(role.value, _user_content(turn)))
         else:
             text = turn.text if turn.name is None else f"{turn.name}: {turn.text}"
             items.append(_message(role.value, text))

@@ -15,25 +15,25 @@ PUBLIC = {
     "loop": [
         "ApprovalMismatch", "Approver", "ArgumentChecker", "Asked", "BranchResult", "Budget", "BudgetReport",
         "CACHE_HIT", "CANCELLED", "CacheStats", "CacheStore", "Caller", "Carried", "Closable", "Decision", "Delta",
-        "DeltaStream", "Deriver", "Described", "EventBus", "EventsDropped", "Executor", "Finish", "FunctionTool",
-        "GatedTool", "Hold", "LoopError", "MemoryCache", "Options", "Outcome", "OutputType", "PRICES", "Part", "Price",
-        "Provider", "ProviderInfo", "Publisher", "Reasoning", "ReasoningDelta", "Recorder", "Request", "ResponseCache",
-        "Role", "RunContext", "RunScope", "SQLiteCache", "Sampler", "Spend", "Spent", "Stamped", "State", "Step",
-        "Subscription", "Text", "TextDelta", "TimedTool", "TokenCounter", "Tool", "ToolCall", "ToolCallDelta",
-        "ToolChoice", "ToolDenied", "ToolFinished", "ToolPipeline", "ToolResult", "ToolRunner", "ToolSpec",
-        "ToolStarted", "Transform", "Turn", "TurnCompleted", "TurnExecutor", "TurnFailed", "TurnKind", "TurnMiddleware",
-        "TurnRunner", "TurnStarted", "TurnSubmitter", "Usage", "UsageDelta", "UsageError", "UseTool", "Viewer", "Wake",
-        "add_turn", "answer_approvals", "approval_asked_at", "approving", "approx_tokens", "as_completed", "ask",
-        "awaiting_approval", "branch", "carry", "charge", "charging", "current_approver", "current_run_context",
-        "current_scope", "external_tools", "fan_out", "has", "index_tools", "json_default", "main_line", "offer",
-        "provider_info", "recording", "require", "require_approval", "run_context", "run_path", "scope", "tool",
-        "tool_timeout", "turn_options", "typed_answer"
+        "DeltaStream", "Deriver", "Described", "EventBus", "EventsDropped", "Executor", "File", "Finish",
+        "FunctionTool", "GatedTool", "Hold", "Image", "LoopError", "MemoryCache", "Options", "Outcome", "OutputType",
+        "PRICES", "Part", "Price", "Provider", "ProviderInfo", "Publisher", "Reasoning", "ReasoningDelta", "Recorder",
+        "Request", "ResponseCache", "Role", "RunContext", "RunScope", "SQLiteCache", "Sampler", "Spend", "Spent",
+        "Stamped", "State", "Step", "Subscription", "Text", "TextDelta", "TimedTool", "TokenCounter", "Tool",
+        "ToolCall", "ToolCallDelta", "ToolChoice", "ToolDenied", "ToolFinished", "ToolPipeline", "ToolResult",
+        "ToolRunner", "ToolSpec", "ToolStarted", "Transform", "Turn", "TurnCompleted", "TurnExecutor", "TurnFailed",
+        "TurnKind", "TurnMiddleware", "TurnRunner", "TurnStarted", "TurnSubmitter", "Usage", "UsageDelta", "UsageError",
+        "UseTool", "Viewer", "Wake", "add_turn", "answer_approvals", "approval_asked_at", "approving", "approx_tokens",
+        "as_completed", "ask", "awaiting_approval", "branch", "carry", "charge", "charging", "current_approver",
+        "current_run_context", "current_scope", "external_tools", "fan_out", "has", "index_tools", "json_default",
+        "main_line", "offer", "provider_info", "recording", "require", "require_approval", "run_context", "run_path",
+        "scope", "tool", "tool_timeout", "turn_options", "typed_answer"
     ],
     "loop.checks": [
         "field_check", "int_at_least", "non_negative_int", "positive_int", "positive_number"
     ],
     "loop.codec": [
-        "delta_from_dict", "delta_to_dict", "json_depth", "part_from_dict", "part_to_dict"
+        "Blobs", "blob_key", "delta_from_dict", "delta_to_dict", "json_depth", "part_from_dict", "part_to_dict"
     ],
     "loop.errors": [
         "ApprovalMismatch", "AuthenticationError", "BadRequestError", "BudgetExhausted", "ConformanceError",

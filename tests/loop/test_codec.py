@@ -84,7 +84,7 @@ def test_what_is_not_a_part_or_a_delta_is_refused() -> None:
 
 BAD_PARTS: dict[str, tuple[Any, str]] = {
     "not an object": ("hi", "part: expected an object, got str"),
-    "unknown type": ({"type": "image"}, "part: unknown part type 'image' (expected one of"),
+    "unknown type": ({"type": "audio"}, "part: unknown part type 'audio' (expected one of"),
     "a delta's tag only": ({"type": "finish", "reason": "stop"}, "unknown part type 'finish'"),
     "missing": ({"type": "tool_call", "id": "c"}, "part: tool_call part is missing name, arguments"),
     "unknown field": ({"type": "text", "text": "x", "bold": True}, "text part has unknown fields ['bold']"),

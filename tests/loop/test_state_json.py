@@ -90,7 +90,7 @@ BAD = {
     "parts not a list": (doc(user() | {"parts": "hi"}), "turn 0: 'parts' must be a list"),
     "turn meta not an object": (doc(user(meta="x")), "turn 0: 'meta' must be an object"),
     "part not an object": (doc(user("hi")), "turn 0, part 0: expected an object, got str"),
-    "unknown part type": (doc(user({"type": "image", "url": "x"})), "unknown part type 'image'"),
+    "unknown part type": (doc(user({"type": "audio", "url": "x"})), "unknown part type 'audio'"),
     "missing part type": (doc(user({"text": "x"})), "unknown part type None"),
     "missing field": (doc(user({"type": "tool_call", "id": "c", "name": "t"})), "tool_call part is missing arguments"),
     "unknown field": (doc(user({"type": "text", "text": "x", "bold": True})), "unknown fields ['bold']"),
