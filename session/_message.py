@@ -8,8 +8,8 @@ from contextlib import nullcontext
 from typing import Any, Union
 
 from cognitive import WithOutput
-from loop import (Approver, Caller, Decision, LoopError, Options, OutputType, Part, Role, State, Text, ToolResult, ToolSpec,
-                  TurnExecutor, UsageError, Wake, external_tools, turn_options)
+from loop import (Approver, Caller, Decision, File, Image, LoopError, Options, OutputType, Part, Role, State, Text,
+                  ToolResult, ToolSpec, TurnExecutor, UsageError, Wake, external_tools, turn_options)
 
 Message = Union[str, Part, Sequence[Part]]
 Processor = Callable[[TurnExecutor, State], Awaitable[State]]
@@ -84,9 +84,13 @@ class Queued:
 
 
 def message_parts(message: Message) -> tuple[Part, ...]:
-    """The parts of a message: a user's text, or ``ToolResult`` parts; ``UsageError`` for what is neither."""
+    """The parts of a message: a user's text (with the images and files it shows), or ``ToolResult`` parts;
+    ``UsageError`` for what is neither."""
     checked = checked_message(message)
     return (Text(checked),) if isinstance(checked, str) else checked
+
+
+_USER_PARTS = (Text, Image, File)  # what a user's message may hold
 
 
 def checked_message(message: Message) -> tuple[Part, ...] | str:
@@ -99,10 +103,10 @@ def checked_message(message: Message) -> tuple[Part, ...] | str:
         parts = tuple(message)
     else:
         parts = (message,)
-    if parts and (all(isinstance(p, Text) for p in parts) or all(isinstance(p, ToolResult) for p in parts)):
+    if parts and (all(isinstance(p, _USER_PARTS) for p in parts) or all(isinstance(p, ToolResult) for p in parts)):
         return parts
-    raise UsageError(f"a message is a string, Text parts, or ToolResult parts answering the calls left for the "
-                     f"caller, got {message!r}")
+    raise UsageError(f"a message is a string, Text, Image and File parts, or ToolResult parts answering the calls "
+                     f"left for the caller, got {message!r}")
 
 
 def message_options(output: Any, tools: Any, options: Any

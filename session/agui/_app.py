@@ -197,7 +197,7 @@ class _Endpoint:
         message = run_request.conversation.message
         if isinstance(message, tuple):  # results, named as the thread's own open calls are
             names = {c.id: c.name for c in state.pending_calls}
-            message = tuple(ToolResult(r.call_id, names.get(r.call_id, r.name), r.content, r.is_error)
+            message = tuple(ToolResult(r.call_id, names.get(r.call_id, r.name), r.content, r.is_error, r.attachments)
                             for r in message)
             try:
                 before(state, message)

@@ -146,7 +146,10 @@ def _call_line(call: ToolCall) -> str:
 
 
 def _result_line(result: ToolResult) -> str:
-    return f"← {result.name}: {result.content}"
+    shown = [result.content] if result.content else []
+    shown += [f"[{a.media_type or type(a).__name__.lower()}{'' if a.data is None else f', {len(a.data):,} bytes'}]"
+              for a in result.attachments]
+    return f"← {result.name}: {' '.join(shown)}"
 
 
 def _report_line(turn: Turn) -> str:

@@ -363,9 +363,9 @@ class _Endpoint:
 def _check_results(session: Session, chat: ChatRequest) -> None:
     """Tool results sent to a kept conversation must answer the calls it left for the client: the check the
     session makes when it takes the message, made now too, so that a streaming client gets a plain 400."""
-    if not isinstance(chat.message, str):
+    if chat.results is not None:
         try:
-            before(session.state, chat.message)
+            before(session.state, chat.results)
         except ToolResultsMismatch as exc:
             raise failure(exc) from None
 

@@ -11,7 +11,7 @@ from typing import Any, Union
 
 import attrs
 
-from loop import Options, OutputType, Role, Text, ToolCall, ToolResult, ToolSpec, Turn
+from loop import File, Image, Options, OutputType, Part, Role, Text, ToolCall, ToolResult, ToolSpec, Turn, UsageError
 from session._serving import MAX_JSON_DEPTH, json_depth, lone_surrogate, utf8_json
 from session.openai._errors import OpenAIError as OpenAIError  # re-exported: the format's one class
 from session.openai._errors import missing, unsupported, wrong_type
@@ -31,13 +31,21 @@ class ChatRequest:
     parameters are accepted and not used."""
 
     history: tuple[Turn, ...]
-    message: Union[str, tuple[ToolResult, ...]]
+    message: Union[str, tuple[Part, ...]]
     stream: bool = False
     include_usage: bool = False
     output: OutputType[Any] | None = None
     tools: tuple[ToolSpec, ...] = ()
     options: Options | None = None
     stop: tuple[str, ...] = ()
+
+    @property
+    def results(self) -> tuple[ToolResult, ...] | None:
+        """The tool results the message is, or ``None`` for a user's message."""
+        message = self.message
+        if isinstance(message, str) or not isinstance(message[0], ToolResult):
+            return None
+        return tuple(part for part in message if isinstance(part, ToolResult))
 
 
 def parse_chat_request(body: bytes, *, model_name: str, agent_tools: frozenset[str] = frozenset()) -> ChatRequest:
@@ -120,11 +128,17 @@ def parse_chat_request(body: bytes, *, model_name: str, agent_tools: frozenset[s
         raise OpenAIError(400, f"The last message must be from the user, or tool results (messages[{last}] has "
                                f"role {role!r}): the agent answers the newest user message.",
                           param=f"messages[{last}].role", code="invalid_value")
-    text = history[-1].text
-    if not text.strip():
-        raise OpenAIError(400, "The last user message is empty.", param=f"messages[{last}].content",
-                          code="invalid_value")
-    return ChatRequest(tuple(history[:-1]), text, bool(stream), include_usage, output, tools, options, stop)
+    return ChatRequest(tuple(history[:-1]), user_message(history[-1], f"messages[{last}].content"), bool(stream),
+                       include_usage, output, tools, options, stop)
+
+
+def user_message(turn: Turn, where: str) -> Union[str, tuple[Part, ...]]:
+    """The message a user's turn sends: its text alone, or with the images and files it shows, its parts; 400
+    when it holds neither text nor media."""
+    media = any(isinstance(part, (Image, File)) for part in turn.parts)
+    if not media and not turn.text.strip():
+        raise OpenAIError(400, "The last user message is empty.", param=where, code="invalid_value")
+    return tuple(turn.parts) if media else turn.text
 
 
 def left_for_client(turn: Turn) -> Turn:
@@ -191,6 +205,8 @@ def _conversation(messages: list[Any]) -> list[Turn]:
             turns.append(Turn(Role.ASSISTANT, ([Text(text)] if text else []) + calls))
             open_calls = {c.id: c for c in calls}
             order = list(open_calls)
+        elif role == "user":
+            turns.append(Turn(Role.USER, content_parts(message.get("content"), f"{where}.content")))
         else:
             turns.append(Turn(_PLAIN[role], [Text(_text(message, where))]))
     if open_calls:
@@ -254,3 +270,61 @@ def _calls(raw: Any, where: str) -> list[ToolCall]:
             raise wrong_type(f"{at}.function.arguments", "a string", arguments)
         calls.append(ToolCall(call_id, name, arguments))
     return calls
+
+
+def content_parts(content: Any, where: str) -> list[Part]:
+    """A user message's content as parts: its text, and the images (``image_url``) and files (``file`` with
+    ``file_data``, a data URL) it shows, in order. An image's URL is passed to the model, never fetched here."""
+    if content is None:
+        raise missing(where)
+    if isinstance(content, str):
+        return [Text(content)]
+    if not isinstance(content, list):
+        raise wrong_type(where, "a string or an array of content parts", content)
+    parts: list[Part] = []
+    for j, part in enumerate(content):
+        at = f"{where}[{j}]"
+        if not isinstance(part, dict):
+            raise wrong_type(at, "an object", part)
+        kind = part.get("type")
+        if kind == "text":
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise wrong_type(f"{at}.text", "a string", text)
+            if parts and isinstance(parts[-1], Text):  # text parts read as one text, a line each
+                text = f"{parts[-1].text}\n{text}"
+                parts.pop()
+            parts.append(Text(text))
+        elif kind == "image_url":
+            image = part.get("image_url")
+            url = image.get("url") if isinstance(image, dict) else image
+            if not isinstance(url, str):
+                raise wrong_type(f"{at}.image_url.url", "a string", url)
+            parts.append(media(Image, f"{at}.image_url.url", url=url))
+        elif kind == "file":
+            file = part.get("file")
+            if not isinstance(file, dict):
+                raise wrong_type(f"{at}.file", "an object", file)
+            if "file_id" in file:
+                raise unsupported(f"{at}.file.file_id", "Uploaded files (file_id) are not supported: send the "
+                                                        "file's bytes as file_data, a base64 data URL.")
+            data, name = file.get("file_data"), file.get("filename")
+            if not isinstance(data, str):
+                raise wrong_type(f"{at}.file.file_data", "a string (a base64 data URL)", data)
+            if name is not None and not isinstance(name, str):
+                raise wrong_type(f"{at}.file.filename", "a string", name)
+            parts.append(media(File, f"{at}.file.file_data", url=data, name=name))
+        else:
+            raise unsupported(f"{at}.type", f"Content parts of type {kind!r} are not supported: this endpoint "
+                                            "reads text, image_url and file parts.")
+    if not parts:
+        raise OpenAIError(400, f"Invalid '{where}': empty array.", param=where, code="empty_array")
+    return parts
+
+
+def media(kind: type[Any], param: str, **fields: Any) -> Any:
+    """``kind(**fields)`` (an ``Image`` or a ``File``), or 400 naming ``param`` and what is wrong with it."""
+    try:
+        return kind(**fields)
+    except UsageError as exc:
+        raise OpenAIError(400, f"Invalid '{param}': {exc}.", param=param, code="invalid_value") from None

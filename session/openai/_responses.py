@@ -173,9 +173,9 @@ def response_end(turns: Sequence[Turn], start: int) -> int | None:
 def _with_results(chat: ChatRequest, session: Session) -> ChatRequest:
     """``chat`` with the outputs it sends named after the calls of ``session`` they answer, and checked against
     them (400 when they answer other calls)."""
-    if isinstance(chat.message, str):
+    if chat.results is None:
         return chat
-    results = named_results(chat.message, {call.id: call.name for call in session.state.pending_calls})
+    results = named_results(chat.results, {call.id: call.name for call in session.state.pending_calls})
     try:
         before(session.state, results)
     except ToolResultsMismatch as exc:

@@ -22,11 +22,11 @@ from typing import Any
 
 import attrs
 
-from loop import Options, Role, Text, ToolCall, ToolResult, Turn
+from loop import File, Image, Options, Part, Role, Text, ToolCall, ToolResult, Turn
 from session._serving import MAX_JSON_DEPTH, json_depth, lone_surrogate, utf8_json
 from session.openai._errors import OpenAIError, missing, unsupported, wrong_type
 from session.openai._options import output_of, tool_choice_of, tools_of
-from session.openai._request import ChatRequest, left_for_client
+from session.openai._request import ChatRequest, left_for_client, media, user_message
 
 # Accepted and not used, as the Chat Completions endpoint accepts sampling parameters: the pattern chooses its own.
 _ECHOED = ("temperature", "top_p", "max_output_tokens", "parallel_tool_calls", "user", "reasoning", "truncation",
@@ -184,7 +184,7 @@ def _tool_choice(raw: Any, offered: set[str]) -> Any:
                           code=error.code) from None
 
 
-def _input(raw: Any, *, continuing: bool) -> tuple[list[Turn], str | tuple[ToolResult, ...]]:
+def _input(raw: Any, *, continuing: bool) -> tuple[list[Turn], str | tuple[Part, ...]]:
     """The turns before the last message, and the last message (a user's text or function call outputs).
     ``continuing``: the input follows a stored conversation, so its outputs may answer calls it does not hold
     (their tool names are filled in from the conversation, see ``named_results``)."""
@@ -208,10 +208,7 @@ def _input(raw: Any, *, continuing: bool) -> tuple[list[Turn], str | tuple[ToolR
         raise OpenAIError(400, "The last input item must be a user message, or the outputs of function calls: the "
                                "agent answers the newest user message.", param=f"input[{len(raw) - 1}]",
                           code="invalid_value")
-    if not last.text.strip():
-        raise OpenAIError(400, "The last user message is empty.", param=f"input[{len(raw) - 1}].content",
-                          code="invalid_value")
-    return turns[:-1], last.text
+    return turns[:-1], user_message(last, f"input[{len(raw) - 1}].content")
 
 
 def named_results(results: tuple[ToolResult, ...], open_calls: dict[str, str]) -> tuple[ToolResult, ...]:
@@ -225,7 +222,7 @@ def named_results(results: tuple[ToolResult, ...], open_calls: dict[str, str]) -
             raise OpenAIError(400, f"No tool output found for function call {result.call_id}: the previous response "
                                    f"left open only {', '.join(open_calls) or 'no calls'}.", param="input",
                               code="invalid_value")
-        named.append(ToolResult(result.call_id, name, result.content, result.is_error))
+        named.append(ToolResult(result.call_id, name, result.content, result.is_error, result.attachments))
     return tuple(named)
 
 
@@ -268,6 +265,11 @@ class _Conversation:
         if role not in ("user", "system", "developer", "assistant"):
             raise OpenAIError(400, f"Invalid value: {role!r}. Supported values are: 'user', 'system', 'developer' "
                                    "and 'assistant'.", param=f"{where}.role", code="invalid_value")
+        if role == "user":
+            self._end_assistant()
+            self._before_turn(where)
+            self.turns.append(Turn(Role.USER, _parts(item.get("content"), f"{where}.content")))
+            return
         text = _text(item.get("content"), f"{where}.content")
         if role == "assistant":
             if self.parts is not None and any(isinstance(p, ToolCall) for p in self.parts):
@@ -303,7 +305,9 @@ class _Conversation:
         call_id = item.get("call_id")
         if not isinstance(call_id, str) or not call_id:
             raise wrong_type(f"{where}.call_id", "a non-empty string", call_id)
-        content = _text(item.get("output"), f"{where}.output")
+        parts = _parts(item.get("output"), f"{where}.output")
+        content = "\n".join(p.text for p in parts if isinstance(p, Text))
+        attachments = tuple(p for p in parts if isinstance(p, (Image, File)))
         call = self.open.pop(call_id, None)
         if call is None and not (self.continuing and not self.turns):
             raise OpenAIError(400, f"No function call found for the function call output with call_id {call_id}.",
@@ -311,7 +315,7 @@ class _Conversation:
         if call is None:  # answers a call of the stored conversation: named once it is open
             self.order.append(call_id)
             call = ToolCall(call_id, "")
-        self.results[call_id] = ToolResult(call_id, call.name, content)
+        self.results[call_id] = ToolResult(call_id, call.name, content, attachments=attachments)
 
     def _before_turn(self, where: str) -> None:
         """A new turn begins: the calls before it must all be answered."""
@@ -355,3 +359,49 @@ def _text(content: Any, where: str) -> str:
             raise unsupported(f"{where}[{j}].type", f"Content parts of type {kind!r} are not supported: this "
                                                      "endpoint reads text only.")
     return "\n".join(pieces)
+
+
+def _parts(content: Any, where: str) -> list[Part]:
+    """A user message's content (or a function call's output) as parts: its text, and the images
+    (``input_image``) and files (``input_file`` with ``file_data``, a data URL, or a ``file_url``) it shows."""
+    if content is None:
+        raise missing(where)
+    if isinstance(content, str):
+        return [Text(content)]
+    if not isinstance(content, list):
+        raise wrong_type(where, "a string or an array of content parts", content)
+    parts: list[Part] = []
+    for j, part in enumerate(content):
+        at = f"{where}[{j}]"
+        if not isinstance(part, dict):
+            raise wrong_type(at, "an object", part)
+        kind = part.get("type")
+        if "file_id" in part and kind in ("input_image", "input_file"):
+            raise unsupported(f"{at}.file_id", "Uploaded files (file_id) are not supported: send the bytes as a "
+                                               "base64 data URL, or a URL.")
+        if kind in ("input_text", "output_text", "text"):
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise wrong_type(f"{at}.text", "a string", text)
+            if parts and isinstance(parts[-1], Text):  # text parts read as one text, a line each
+                text = f"{parts[-1].text}\n{text}"
+                parts.pop()
+            parts.append(Text(text))
+        elif kind == "input_image":
+            url = part.get("image_url")
+            if not isinstance(url, str):
+                raise wrong_type(f"{at}.image_url", "a string", url)
+            parts.append(media(Image, f"{at}.image_url", url=url))
+        elif kind == "input_file":
+            name = part.get("filename")
+            if name is not None and not isinstance(name, str):
+                raise wrong_type(f"{at}.filename", "a string", name)
+            field = "file_data" if "file_data" in part else "file_url"
+            url = part.get(field)
+            if not isinstance(url, str):
+                raise wrong_type(f"{at}.{field}", "a string", url)
+            parts.append(media(File, f"{at}.{field}", url=url, name=name))
+        elif kind != "refusal":
+            raise unsupported(f"{at}.type", f"Content parts of type {kind!r} are not supported: this endpoint "
+                                            "reads text, input_image and input_file parts.")
+    return parts
