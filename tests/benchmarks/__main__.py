@@ -26,8 +26,9 @@ import structlog
 
 from loop import tracing
 from tests.benchmarks import (bench_context, bench_guardrails, bench_mcp, bench_peoatr, bench_planning,
-                              bench_prompt_cache, bench_response_cache, bench_runs, bench_sandbox, bench_search,
-                              bench_session, bench_state, bench_tools, bench_turn, bench_verify, bench_wire)
+                              bench_prompt_cache, bench_response_cache, bench_responses_wire, bench_runs,
+                              bench_sandbox, bench_search, bench_session, bench_state, bench_tools, bench_turn,
+                              bench_verify, bench_wire)
 from tests.benchmarks._harness import Figure, render_table
 
 BENCHMARKS: dict[str, Callable[..., list[Figure]]] = {
@@ -39,6 +40,7 @@ BENCHMARKS: dict[str, Callable[..., list[Figure]]] = {
     "state": bench_state.run,
     "session": bench_session.run,
     "wire": bench_wire.run,
+    "responses_wire": bench_responses_wire.run,
     "mcp": bench_mcp.run,
     "sandbox": bench_sandbox.run,
     "planning": bench_planning.run,
