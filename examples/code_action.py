@@ -22,7 +22,7 @@ import anyio
 import provider
 from cognitive import PatternKind
 from cognitive import CodeAction
-from loop import Role, State, Step, Subscription, Text, TurnCompleted, tool
+from loop import Request, Role, State, Step, Subscription, Text, TurnCompleted, tool
 from sandbox import DockerSandbox, Sandbox, SandboxError, UnsafeLocalSandbox
 
 QUESTION = "What would it cost to buy every apple and pear the shop has in stock?"
@@ -72,9 +72,14 @@ print(f"FINAL: Buying every apple and pear costs {total:.2f} euros.")
 ```"""
 
 
-def demo_provider() -> provider.Scripted:
-    """A scripted model that writes a buggy program, then repairs it from the traceback."""
-    return provider.Scripted([FIRST, REPAIRED])
+def demo_provider() -> provider.Function:
+    """A scripted model that writes a buggy program, then repairs it from the traceback: for every question
+    asked, so a served agent answers each message the same way."""
+    def reply(request: Request) -> str:
+        wrote = [turn.text for turn in request.turns if turn.role is Role.ASSISTANT]
+        return REPAIRED if wrote and wrote[-1] == FIRST else FIRST
+
+    return provider.Function(reply)
 
 
 def configured_provider() -> object:

@@ -1,6 +1,6 @@
 """Every pattern of the registry and every example's agent answers in a session (``Manager``), storing only
-what extends the conversation, and through a real ``python -m session serve`` process: a pattern cannot tell
-where it runs. New registry names and examples are picked up by themselves."""
+what extends the conversation, and through a real ``python -m session serve`` process, over Chat Completions and
+the Responses API: a pattern cannot tell where it runs. New registry names and examples are picked up by themselves."""
 
 import importlib
 import inspect
@@ -101,7 +101,12 @@ async def _ask_served(target: str, env: dict[str, str]) -> str:
         async with httpx.AsyncClient(base_url=found.group(1), timeout=30) as http:
             reply = await http.post("/v1/chat/completions", json={
                 "model": "agent", "messages": [{"role": "user", "content": "Hello, what can you do?"}]})
-        assert reply.status_code == 200, f"{target}: {reply.status_code} {reply.text}"
+            assert reply.status_code == 200, f"{target}: {reply.status_code} {reply.text}"
+            response = await http.post("/v1/responses", json={"model": "agent", "input": "And again?"})
+        assert response.status_code == 200, f"{target}: {response.status_code} {response.text}"
+        body = response.json()
+        assert body["status"] in ("completed", "incomplete"), f"{target}: {body}"
+        assert any(item["type"] == "message" for item in body["output"]), f"{target}: no answer in {body}"
         content: str = reply.json()["choices"][0]["message"]["content"]
         return content
     finally:
