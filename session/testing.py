@@ -9,7 +9,7 @@ from typing import Any
 
 import anyio
 
-from loop import Reasoning, Role, Text, ToolCall, ToolResult, Turn, Usage, UsageError
+from loop import File, Image, Reasoning, Role, Text, ToolCall, ToolResult, Turn, Usage, UsageError
 from loop.errors import ConformanceError
 from session.stores._protocol import CheckpointStore, DeletingStore, InboxStore, ListingStore, Store, StoreConflict
 
@@ -25,6 +25,13 @@ SAMPLE = (
     Turn(Role.ASSISTANT, [Reasoning("think", "sig"), Text("calling"), ToolCall("c1", "add", '{"a": 1}'),
                           Usage(3, 4)], {"finish_reason": "tool_calls"}),
     Turn(Role.TOOL, [ToolResult("c1", "add", "error: boom", is_error=True)]),
+)
+_PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
+MEDIA = (
+    Turn(Role.USER, [Text("what is this?"), Image(data=_PNG), Image("https://example.com/cat.png"),
+                     File(data=b"notes\n", media_type="text/plain", name="notes.txt")]),
+    Turn(Role.ASSISTANT, [ToolCall("c2", "screenshot", "{}")]),
+    Turn(Role.TOOL, [ToolResult("c2", "screenshot", "the screen", attachments=(Image(data=_PNG),))]),
 )
 
 
@@ -83,12 +90,28 @@ async def check_store(make_store: Callable[[], Store | Awaitable[Store]]) -> Non
         got = await store.load(f"c{n}")
         _require(got is not None and [t.text for t in got] == [f"{n}-{i}" for i in range(5)],
                  "concurrent writers to different sessions do not interfere")
+    await _check_media(store)
     if isinstance(store, InboxStore):
         await _check_inbox(store)
     if isinstance(store, CheckpointStore):
         await _check_checkpoints(store)
     if isinstance(store, ListingStore):
         await _check_listing(store)
+
+
+async def _check_media(store: Store) -> None:
+    await store.append("media", 0, MEDIA, {})
+    await store.append("media", 3, MEDIA[:1], {})  # the same bytes again, in a later append
+    loaded = await store.load("media")
+    _require(loaded is not None and loaded.turns == (*MEDIA, MEDIA[0]),
+             "images, files and a tool result's attachments round-trip byte for byte")
+    if isinstance(store, DeletingStore):
+        await store.append("media-too", 0, MEDIA[:1], {})
+        await store.delete("media-too")
+        kept = await store.load("media")
+        _require(kept is not None and kept.turns == (*MEDIA, MEDIA[0]),
+                 "deleting a conversation keeps the images another conversation shows")
+        await store.delete("media")
 
 
 async def _check_listing(store: ListingStore) -> None:

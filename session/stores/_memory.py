@@ -15,7 +15,8 @@ from session.stores._protocol import (StoredSession, check_append, check_checkpo
 class MemoryStore:
     """A ``Store`` in this process's memory: fast, and gone when the process ends. It has the optional
     abilities ``DeletingStore``, ``InboxStore``, ``CheckpointStore`` and ``ListingStore`` (its inbox and its checkpoints are as
-    durable as the rest: not at all)."""
+    durable as the rest: not at all). It keeps the turns themselves, never their JSON: the bytes of their images
+    and files are the ones it was given, never copied."""
 
     def __init__(self) -> None:
         # Turns are kept in a plain list per conversation (an append adds no linked nodes or states for the

@@ -1,5 +1,5 @@
 """``SQLiteStore``: the embedded durable store. WAL journal, one row per turn, append-only, versioned schema,
-an inbox of messages waiting to be run, and checkpoints."""
+the bytes of images and files kept once by digest, an inbox of messages waiting to be run, and checkpoints."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from loop import Wake
 from loop.checks import positive_number
 from session.stores._protocol import (StoredSession, StoreError, check_append, check_checkpoint_key, check_listing,
                                      check_posted, check_session_id, checkpoint_text, read_checkpoint)
-from session.stores._sqlite_file import LEGACY, connect, read_listing
+from session.stores._sqlite_file import LEGACY, Rows, connect, forget_blobs, keep_blobs, read_blobs, read_listing
 
 T = TypeVar("T")
 
@@ -54,6 +54,11 @@ class SQLiteStore:
     wait in a table of their own, written in the same transactions as appends. It is a ``CheckpointStore``:
     checkpoints are rows of a table of their own, each save one transaction, as durable as an append. It is a
     ``ListingStore``: a listing reads the conversations' rows and the first few turns of each, for its title.
+
+    The bytes of images and files (in turns, attachments, waiting messages) are kept apart from the turns' JSON,
+    once each by their SHA-256 (``loop.codec``), in the transaction that writes the turns showing them; a load
+    reads the ones its turns name. Each blob's users are noted by conversation, and ``delete`` drops, with the
+    conversation, the blobs no other one uses. Files from before blobs (bytes inline as base64) read as they were.
 
     The store opens its file on first use and holds it until ``aclose`` (or the end of ``async with store``),
     as a file object does: whoever makes the store closes it. Closing is final: a closed store raises
@@ -109,9 +114,9 @@ class SQLiteStore:
         rows = await self._run(self._load, session_id)
         if rows is None:
             return None
-        meta, turns = rows
+        meta, turns, blobs = rows
         try:
-            parsed = [Turn.from_dict(json.loads(t), where=f"turn {i}") for i, t in enumerate(turns)]
+            parsed = [Turn.from_dict(json.loads(t), where=f"turn {i}", blobs=blobs) for i, t in enumerate(turns)]
             data = json.loads(meta)
             if isinstance(data, dict) and data.pop(LEGACY, None):
                 return State.restore(parsed, data)
@@ -119,7 +124,7 @@ class SQLiteStore:
         except (ValueError, UsageError) as exc:
             raise StoreError(f"session {session_id!r} in {self.path} is unreadable: {exc}") from exc
 
-    def _load(self, session_id: str) -> tuple[str, list[str]] | None:
+    def _load(self, session_id: str) -> tuple[str, list[str], dict[str, bytes]] | None:
         conn = self._connect()
         row = conn.execute("SELECT meta, length FROM sessions WHERE id = ?", (session_id,)).fetchone()
         if row is None:
@@ -129,14 +134,15 @@ class SQLiteStore:
             "SELECT idx, data FROM turns WHERE session_id = ? AND idx < ? ORDER BY idx, rev", (session_id, row[1])
         ):
             latest[idx] = data
-        return row[0], list(latest.values())
+        texts = list(latest.values())
+        return row[0], texts, read_blobs(conn, texts)
 
     async def append(self, session_id: str, start: int, turns: Sequence[Turn], meta: Mapping[str, Any]) -> None:
         check_session_id(session_id)
         check_append(session_id, start, start, turns)  # argument checks; the length is checked in the write
         self._check_open()
         try:
-            rows = [json.dumps(t.to_dict(), ensure_ascii=False) for t in turns]
+            rows = Rows(turns)
             meta_text = json.dumps(dict(meta), ensure_ascii=False)
         except (TypeError, ValueError) as exc:
             raise UsageError(f"cannot store session {session_id!r}: meta must be JSON data ({exc})") from exc
@@ -148,11 +154,11 @@ class SQLiteStore:
         message_id = check_posted(message)
         self._check_open()
         try:
-            data = json.dumps(message.to_dict(), ensure_ascii=False)
+            rows = Rows((message,))
         except (TypeError, ValueError) as exc:
             raise UsageError(f"cannot store a message for session {session_id!r}: its meta must be JSON data "
                              f"({exc})") from exc
-        await self._write(_Write(self._post_one, session_id, message_id, data))
+        await self._write(_Write(self._post_one, session_id, message_id, rows))
 
     async def done(self, session_id: str, message_id: str) -> None:
         """Take a message out of the inbox for good."""
@@ -163,12 +169,17 @@ class SQLiteStore:
     async def inbox(self, session_id: str) -> tuple[Turn, ...]:
         """The messages waiting in the conversation's inbox, oldest first."""
         check_session_id(session_id)
-        rows = await self._run(lambda: self._connect().execute(
-            "SELECT data FROM inbox WHERE session_id = ? ORDER BY seq", (session_id,)).fetchall())
+        texts, blobs = await self._run(self._inbox, session_id)
         try:
-            return tuple(Turn.from_dict(json.loads(r[0]), where=f"waiting message {i}") for i, r in enumerate(rows))
+            return tuple(Turn.from_dict(json.loads(t), where=f"waiting message {i}", blobs=blobs)
+                         for i, t in enumerate(texts))
         except (ValueError, UsageError) as exc:
             raise StoreError(f"the inbox of session {session_id!r} in {self.path} is unreadable: {exc}") from exc
+
+    def _inbox(self, session_id: str) -> tuple[list[str], dict[str, bytes]]:
+        conn = self._connect()
+        texts = [r[0] for r in conn.execute("SELECT data FROM inbox WHERE session_id = ? ORDER BY seq", (session_id,))]
+        return texts, read_blobs(conn, texts)
 
     async def inboxes(self) -> tuple[str, ...]:
         """The ids of the conversations with messages waiting, sorted."""
@@ -297,31 +308,36 @@ class SQLiteStore:
             "INSERT INTO sessions (id, meta, length, rev, created, updated) VALUES (?, ?, ?, ?, ?, ?) "
             "ON CONFLICT(id) DO UPDATE SET meta = excluded.meta, length = excluded.length, "
             "rev = excluded.rev, updated = excluded.updated",
-            (session_id, meta, start + len(rows), rev, now, now),
+            (session_id, meta, start + len(rows.texts), rev, now, now),
         )
         conn.executemany("INSERT INTO turns (session_id, idx, rev, data) VALUES (?, ?, ?, ?)",
-                         [(session_id, start + i, rev, row) for i, row in enumerate(rows)])
+                         [(session_id, start + i, rev, text) for i, text in enumerate(rows.texts)])
+        keep_blobs(conn, session_id, rows.blobs)
 
     @staticmethod
     def _post_one(conn: sqlite3.Connection, write: _Write) -> None:
-        conn.execute("INSERT OR IGNORE INTO inbox (session_id, message_id, data) VALUES (?, ?, ?)",
-                     (write.session_id, *write.args))
+        message_id, rows = write.args
+        if conn.execute("INSERT OR IGNORE INTO inbox (session_id, message_id, data) VALUES (?, ?, ?)",
+                        (write.session_id, message_id, rows.texts[0])).rowcount:
+            keep_blobs(conn, write.session_id, rows.blobs)
 
     @staticmethod
     def _done_one(conn: sqlite3.Connection, write: _Write) -> None:
         conn.execute("DELETE FROM inbox WHERE session_id = ? AND message_id = ?", (write.session_id, *write.args))
 
     async def delete(self, session_id: str) -> bool:
-        """Remove a conversation and its turns; whether it existed."""
+        """Remove a conversation, its turns and its inbox, and the blobs no other conversation uses; whether it
+        existed."""
         check_session_id(session_id)
         return await self._run(self._delete, session_id)
 
     def _delete(self, session_id: str) -> bool:
         conn = self._connect()
-        conn.execute("BEGIN IMMEDIATE")  # one transaction: the conversation and its inbox go together
+        conn.execute("BEGIN IMMEDIATE")  # one transaction: the conversation, its inbox and its blobs go together
         try:
             conn.execute("DELETE FROM inbox WHERE session_id = ?", (session_id,))
             existed = conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount > 0
+            forget_blobs(conn, session_id)
             conn.execute("COMMIT")
         except BaseException:
             self._abandon(conn)

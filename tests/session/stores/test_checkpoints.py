@@ -140,7 +140,7 @@ async def test_an_sqlite_file_from_before_checkpoints_is_upgraded(tmp_path: Path
         assert await store.load_checkpoint("k") is None
         await store.save_checkpoint("k", {"n": 1})
     with connected(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
         assert conn.execute("SELECT key, data FROM checkpoints").fetchall() == [("k", '{"n":1}')]
     async with SQLiteStore(path) as store:
         assert await store.load_checkpoint("k") == {"n": 1}

@@ -74,7 +74,7 @@ async def test_a_schema_2_file_gains_an_inbox_and_keeps_its_conversations(tmp_pa
         assert [t.text for t in await store.inbox("s")] == ["next"]
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
     finally:
         conn.close()
 

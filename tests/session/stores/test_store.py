@@ -159,7 +159,7 @@ async def test_sqlite_is_in_wal_mode_with_one_row_per_turn(tmp_path: Path) -> No
     await store.aclose()
     with connected(tmp_path / "c.db") as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
         rows = conn.execute("SELECT idx, data FROM turns ORDER BY idx").fetchall()
     assert [(i, json.loads(d)["parts"][0]["text"]) for i, d in rows] == [(0, "0"), (1, "1"), (2, "2")]
 
