@@ -11,9 +11,10 @@ from typing import Any, Union
 
 import attrs
 
-from loop import File, Image, Options, OutputType, Part, Role, Text, ToolCall, ToolResult, ToolSpec, Turn, UsageError
+from loop import File, Image, Options, OutputType, Part, Role, Text, ToolCall, ToolResult, ToolSpec, Turn
 from session._serving import MAX_JSON_DEPTH, json_depth, lone_surrogate, utf8_json
 from session.openai._errors import OpenAIError as OpenAIError  # re-exported: the format's one class
+from session.openai._content import content_parts
 from session.openai._errors import missing, unsupported, wrong_type
 from session.openai._options import output_of, tool_choice_of, tools_of
 from session.openai._stop import stop_of
@@ -271,60 +272,3 @@ def _calls(raw: Any, where: str) -> list[ToolCall]:
         calls.append(ToolCall(call_id, name, arguments))
     return calls
 
-
-def content_parts(content: Any, where: str) -> list[Part]:
-    """A user message's content as parts: its text, and the images (``image_url``) and files (``file`` with
-    ``file_data``, a data URL) it shows, in order. An image's URL is passed to the model, never fetched here."""
-    if content is None:
-        raise missing(where)
-    if isinstance(content, str):
-        return [Text(content)]
-    if not isinstance(content, list):
-        raise wrong_type(where, "a string or an array of content parts", content)
-    parts: list[Part] = []
-    for j, part in enumerate(content):
-        at = f"{where}[{j}]"
-        if not isinstance(part, dict):
-            raise wrong_type(at, "an object", part)
-        kind = part.get("type")
-        if kind == "text":
-            text = part.get("text")
-            if not isinstance(text, str):
-                raise wrong_type(f"{at}.text", "a string", text)
-            if parts and isinstance(parts[-1], Text):  # text parts read as one text, a line each
-                text = f"{parts[-1].text}\n{text}"
-                parts.pop()
-            parts.append(Text(text))
-        elif kind == "image_url":
-            image = part.get("image_url")
-            url = image.get("url") if isinstance(image, dict) else image
-            if not isinstance(url, str):
-                raise wrong_type(f"{at}.image_url.url", "a string", url)
-            parts.append(media(Image, f"{at}.image_url.url", url=url))
-        elif kind == "file":
-            file = part.get("file")
-            if not isinstance(file, dict):
-                raise wrong_type(f"{at}.file", "an object", file)
-            if "file_id" in file:
-                raise unsupported(f"{at}.file.file_id", "Uploaded files (file_id) are not supported: send the "
-                                                        "file's bytes as file_data, a base64 data URL.")
-            data, name = file.get("file_data"), file.get("filename")
-            if not isinstance(data, str):
-                raise wrong_type(f"{at}.file.file_data", "a string (a base64 data URL)", data)
-            if name is not None and not isinstance(name, str):
-                raise wrong_type(f"{at}.file.filename", "a string", name)
-            parts.append(media(File, f"{at}.file.file_data", url=data, name=name))
-        else:
-            raise unsupported(f"{at}.type", f"Content parts of type {kind!r} are not supported: this endpoint "
-                                            "reads text, image_url and file parts.")
-    if not parts:
-        raise OpenAIError(400, f"Invalid '{where}': empty array.", param=where, code="empty_array")
-    return parts
-
-
-def media(kind: type[Any], param: str, **fields: Any) -> Any:
-    """``kind(**fields)`` (an ``Image`` or a ``File``), or 400 naming ``param`` and what is wrong with it."""
-    try:
-        return kind(**fields)
-    except UsageError as exc:
-        raise OpenAIError(400, f"Invalid '{param}': {exc}.", param=param, code="invalid_value") from None

@@ -26,7 +26,8 @@ from loop import File, Image, Options, Part, Role, Text, ToolCall, ToolResult, T
 from session._serving import MAX_JSON_DEPTH, json_depth, lone_surrogate, utf8_json
 from session.openai._errors import OpenAIError, missing, unsupported, wrong_type
 from session.openai._options import output_of, tool_choice_of, tools_of
-from session.openai._request import ChatRequest, left_for_client, media, user_message
+from session.openai._content import input_parts, input_text
+from session.openai._request import ChatRequest, left_for_client, user_message
 
 # Accepted and not used, as the Chat Completions endpoint accepts sampling parameters: the pattern chooses its own.
 _ECHOED = ("temperature", "top_p", "max_output_tokens", "parallel_tool_calls", "user", "reasoning", "truncation",
@@ -268,9 +269,9 @@ class _Conversation:
         if role == "user":
             self._end_assistant()
             self._before_turn(where)
-            self.turns.append(Turn(Role.USER, _parts(item.get("content"), f"{where}.content")))
+            self.turns.append(Turn(Role.USER, input_parts(item.get("content"), f"{where}.content")))
             return
-        text = _text(item.get("content"), f"{where}.content")
+        text = input_text(item.get("content"), f"{where}.content")
         if role == "assistant":
             if self.parts is not None and any(isinstance(p, ToolCall) for p in self.parts):
                 self._end_assistant()
@@ -305,7 +306,7 @@ class _Conversation:
         call_id = item.get("call_id")
         if not isinstance(call_id, str) or not call_id:
             raise wrong_type(f"{where}.call_id", "a non-empty string", call_id)
-        parts = _parts(item.get("output"), f"{where}.output")
+        parts = input_parts(item.get("output"), f"{where}.output")
         content = "\n".join(p.text for p in parts if isinstance(p, Text))
         attachments = tuple(p for p in parts if isinstance(p, (Image, File)))
         call = self.open.pop(call_id, None)
@@ -336,72 +337,3 @@ class _Conversation:
             self.turns.append(Turn(Role.TOOL, [self.results[i] for i in self.order if i in self.results]))
             self.results, self.order = {}, []
 
-
-def _text(content: Any, where: str) -> str:
-    """A message's (or an output's) text: a string, or its text parts joined by newlines."""
-    if content is None:
-        raise missing(where)
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise wrong_type(where, "a string or an array of content parts", content)
-    pieces = []
-    for j, part in enumerate(content):
-        if not isinstance(part, dict):
-            raise wrong_type(f"{where}[{j}]", "an object", part)
-        kind = part.get("type")
-        if kind in ("input_text", "output_text", "text"):
-            text = part.get("text")
-            if not isinstance(text, str):
-                raise wrong_type(f"{where}[{j}].text", "a string", text)
-            pieces.append(text)
-        elif kind != "refusal":
-            raise unsupported(f"{where}[{j}].type", f"Content parts of type {kind!r} are not supported: this "
-                                                     "endpoint reads text only.")
-    return "\n".join(pieces)
-
-
-def _parts(content: Any, where: str) -> list[Part]:
-    """A user message's content (or a function call's output) as parts: its text, and the images
-    (``input_image``) and files (``input_file`` with ``file_data``, a data URL, or a ``file_url``) it shows."""
-    if content is None:
-        raise missing(where)
-    if isinstance(content, str):
-        return [Text(content)]
-    if not isinstance(content, list):
-        raise wrong_type(where, "a string or an array of content parts", content)
-    parts: list[Part] = []
-    for j, part in enumerate(content):
-        at = f"{where}[{j}]"
-        if not isinstance(part, dict):
-            raise wrong_type(at, "an object", part)
-        kind = part.get("type")
-        if "file_id" in part and kind in ("input_image", "input_file"):
-            raise unsupported(f"{at}.file_id", "Uploaded files (file_id) are not supported: send the bytes as a "
-                                               "base64 data URL, or a URL.")
-        if kind in ("input_text", "output_text", "text"):
-            text = part.get("text")
-            if not isinstance(text, str):
-                raise wrong_type(f"{at}.text", "a string", text)
-            if parts and isinstance(parts[-1], Text):  # text parts read as one text, a line each
-                text = f"{parts[-1].text}\n{text}"
-                parts.pop()
-            parts.append(Text(text))
-        elif kind == "input_image":
-            url = part.get("image_url")
-            if not isinstance(url, str):
-                raise wrong_type(f"{at}.image_url", "a string", url)
-            parts.append(media(Image, f"{at}.image_url", url=url))
-        elif kind == "input_file":
-            name = part.get("filename")
-            if name is not None and not isinstance(name, str):
-                raise wrong_type(f"{at}.filename", "a string", name)
-            field = "file_data" if "file_data" in part else "file_url"
-            url = part.get(field)
-            if not isinstance(url, str):
-                raise wrong_type(f"{at}.{field}", "a string", url)
-            parts.append(media(File, f"{at}.{field}", url=url, name=name))
-        elif kind != "refusal":
-            raise unsupported(f"{at}.type", f"Content parts of type {kind!r} are not supported: this endpoint "
-                                            "reads text, input_image and input_file parts.")
-    return parts
