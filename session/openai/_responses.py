@@ -9,7 +9,9 @@ conversation it starts (``resp_<hex>_<n>``: the conversation held ``n`` turns be
 conversation's latest and nothing else runs in it; otherwise (an earlier response, or one whose conversation is
 busy) in a new conversation seeded with the turns up to that response's end, as OpenAI forks a conversation. Its
 ``input`` is then the new message only (a user message, or the outputs of the calls the previous response left
-for the client), and the conversation keeps the ``instructions`` it started with. ``store: false`` runs in a
+for the client). As on OpenAI, ``instructions`` are not carried over: each response runs under its own, so a
+continuation whose ``instructions`` differ from the conversation's (sent anew, changed, or left out) runs in a new
+conversation that opens with them (an agent handing off to another does this). ``store: false`` runs in a
 session of its own, seeded from the previous response if one is named, deleted once answered (unless the
 endpoint keeps conversations), so no later request can continue after it. A previous response that is not kept,
 not the caller's, or unknown is 404 ``previous_response_not_found``. Conversations are per token, as every
@@ -41,7 +43,8 @@ from session.openai._completion import Completion
 from session.openai._errors import OpenAIError
 from session.openai._replay import KEY_HEADER, Replay
 from session.openai._request import ChatRequest
-from session.openai._responses_request import ResponsesRequest, named_results, parse_responses_request
+from session.openai._responses_request import (ResponsesRequest, instructions_turn, named_results,
+                                               parse_responses_request)
 from session.openai._responses_wire import ResponsesWire
 
 if TYPE_CHECKING:
@@ -136,6 +139,9 @@ class Responses:
         end = None if stored is None else response_end(stored.turns, start)
         if stored is None or end is None:
             raise not_found
+        if parsed.instructions != _instructions(stored.turns):  # a response runs under its own instructions only
+            history = _instructed(stored.turns[:end], parsed.instructions)
+            return await self._new(request, parsed, attrs.evolve(parsed.chat, history=history))
         running = endpoint.manager.get(key)
         if (parsed.store and end == len(stored) and key not in self.claimed
                 and not (running is not None and running.busy)):
@@ -168,6 +174,17 @@ def response_end(turns: Sequence[Turn], start: int) -> int | None:
         elif message_id != message:
             return index
     return None if message is None else len(turns)
+
+
+def _instructions(turns: Sequence[Turn]) -> str | None:
+    """The instructions a conversation runs under: those of the response that opened it or forked it."""
+    return turns[0].text if turns and turns[0].meta.get("instructions") else None
+
+
+def _instructed(turns: Sequence[Turn], instructions: str | None) -> tuple[Turn, ...]:
+    """``turns`` under ``instructions`` (or none) in place of the ones they ran under."""
+    rest = tuple(turns[1:] if _instructions(turns) is not None else turns)
+    return rest if instructions is None else (instructions_turn(instructions), *rest)
 
 
 def _with_results(chat: ChatRequest, session: Session) -> ChatRequest:

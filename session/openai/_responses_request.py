@@ -6,7 +6,7 @@ assistant; ``content`` a string or ``input_text`` / ``output_text`` parts), ``fu
 turn's calls) and ``function_call_output`` items (their results), as the API's clients send a conversation back.
 ``reasoning`` items are read and left out: the reasoning a model wrote is its own, and this endpoint's
 (``summary_text`` of what the agent did) was never a model's. ``instructions`` open the conversation as a system
-turn. The last item is the message the session runs: a user message, or the outputs of the calls the previous
+turn (marked ``{"instructions": true}``). The last item is the message the session runs: a user message, or the outputs of the calls the previous
 answer left for the client.
 
 The parts that shape the run are read as the Chat Completions endpoint reads them (``session.openai._options``),
@@ -50,6 +50,7 @@ class ResponsesRequest:
     previous_response_id: str | None = None
     store: bool = True
     echo: dict[str, Any] = attrs.field(factory=dict)
+    instructions: str | None = None
 
 
 def parse_responses_request(body: bytes, *, model_name: str,
@@ -80,7 +81,7 @@ def parse_responses_request(body: bytes, *, model_name: str,
     output = _output(data.get("text"))
     history, message = _input(data.get("input"), continuing=previous is not None)
     if instructions and previous is None:
-        history = [Turn(Role.SYSTEM, [Text(instructions)]), *history]
+        history = [instructions_turn(instructions), *history]
     chat = ChatRequest(tuple(history), message, stream, False, output, tools,
                        None if choice is None else Options(tool_choice=choice))
     echo = {name: data.get(name) for name in _ECHOED}
@@ -88,7 +89,12 @@ def parse_responses_request(body: bytes, *, model_name: str,
                 tool_choice=data.get("tool_choice", "auto"), text=data.get("text") or {"format": {"type": "text"}})
     if echo["parallel_tool_calls"] is None:
         echo["parallel_tool_calls"] = True
-    return ResponsesRequest(chat, previous, store, echo)
+    return ResponsesRequest(chat, previous, store, echo, instructions or None)
+
+
+def instructions_turn(instructions: str) -> Turn:
+    """The system turn that opens a conversation with a response's ``instructions``, marked as theirs."""
+    return Turn(Role.SYSTEM, [Text(instructions)], {"instructions": True})
 
 
 def _json_object(body: bytes) -> dict[str, Any]:

@@ -217,9 +217,6 @@ async def test_auto_previous_response_id_sends_only_the_function_output_and_the_
     assert last.turns[1].text == "Let me look that up."
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "POST /v1/responses keeps the instructions a conversation started with: a request with previous_response_id "
-    "and other 'instructions' runs under the old ones, where OpenAI runs it under the new ones"))
 async def test_a_handoff_continued_by_previous_response_id_runs_under_the_new_agents_instructions() -> None:
     def model(request: Request) -> object:
         if not results(request):

@@ -126,16 +126,24 @@ async def test_previous_response_id_continues_the_conversation_and_forks_from_an
         said = [t.text for t in request.turns if t.role is Role.USER]
         return " | ".join(said)
 
+    brief = "Be brief."
     with serving(model) as served:
         async with client(served.url) as api:
-            one = await api.responses.create(model=MODEL, input="one", instructions="Be brief.")
-            two = await api.responses.create(model=MODEL, input="two", previous_response_id=one.id)
-            three = await api.responses.create(model=MODEL, input="three", previous_response_id=two.id)
-            fork = await api.responses.create(model=MODEL, input="again", previous_response_id=one.id)
+            one = await api.responses.create(model=MODEL, input="one", instructions=brief)
+            two = await api.responses.create(model=MODEL, input="two", previous_response_id=one.id,
+                                             instructions=brief)
+            three = await api.responses.create(model=MODEL, input="three", previous_response_id=two.id,
+                                               instructions=brief)
+            fork = await api.responses.create(model=MODEL, input="again", previous_response_id=one.id,
+                                              instructions=brief)
+            plain = await api.responses.create(model=MODEL, input="four", previous_response_id=three.id)
+        conversations = await served.store.list_sessions()
     assert three.output_text == "one | two | three"
     assert fork.output_text == "one | again"
-    assert served.requests[0].turns[0].role is Role.SYSTEM and served.requests[0].turns[0].text == "Be brief."
-    assert served.requests[-1].turns[0].text == "Be brief."
+    assert plain.output_text == "one | two | three | four"
+    systems = [[t.text for t in r.turns if t.role is Role.SYSTEM] for r in served.requests]
+    assert systems == [[brief]] * 4 + [[]]  # instructions are not carried over, as on OpenAI
+    assert len(conversations) == 3  # one, two and three continued in place; the fork and the plain one are new
 
 
 async def test_an_unknown_or_unstored_previous_response_is_404() -> None:
