@@ -11,6 +11,7 @@ with a ``TurnProcessor`` (see ``cognitive.new_turn_processor``) and persists eve
     session.openai   openai_routes / openai_app: the OpenAI-compatible API on its own
     session.agui     agui_routes: the AG-UI route on its own
     session.mcp      MCPTools (the tools of MCP servers) and MCPConduit (the agent as an MCP tool)
+    session.a2a      A2AEndpoint / a2a_routes (the agent over A2A) and a2a_tool (a remote A2A agent as a tool)
     session.testing  check_store: the conformance check for a store of your own
     python -m session chat|serve|mcp MODULE:FACTORY    the command line
 
@@ -30,6 +31,7 @@ Errors, under the ``loop.errors`` tree:
     │   └── ShuttingDown               the manager is stopping: it opens no session
     ├── MCPToolError               an MCP server's tool failed or answered wrongly
     ├── MCPConnectionError         an MCP server could not be started or reached
+    ├── A2AToolError               a remote A2A agent could not be reached or did not complete its task
     ├── Problem                    an HTTP request is answered with an error status
     └── OpenAIError                an OpenAI-compatible request is answered with an OpenAI error
 """
@@ -50,11 +52,15 @@ if TYPE_CHECKING:
     from session.mcp import (MCPConduit, MCPConnectionError, MCPHTTPServer, MCPServer, MCPStdioServer, MCPTool,
                              MCPToolError, MCPTools)
     from session.openai import openai_app, openai_routes
+    from session.a2a import A2AEndpoint, A2ATool, A2AToolError, a2a_routes, a2a_tool
     from session.agui import agui_routes
     from session.stores import (CheckpointStore, DeletingStore, InboxStore, ListingStore, MemoryStore, SQLiteStore,
                                 Store, StoreCheckpoints, StoreConflict, StoredSession, StoreError, open_store)
 
 __all__ = [
+    "A2AEndpoint",
+    "A2ATool",
+    "A2AToolError",
     "ApprovalAnswered",
     "ApprovalRequested",
     "CheckpointStore",
@@ -102,6 +108,8 @@ __all__ = [
     "TurnProcessor",
     "TurnStored",
     "TurnUpdated",
+    "a2a_routes",
+    "a2a_tool",
     "agui_routes",
     "current_checkpoints",
     "event_to_json",
@@ -128,6 +136,7 @@ __getattr__, __dir__ = exports(__name__, {
                     "MCPToolError", "MCPTools"),
     "session.openai": ("openai_app", "openai_routes"),
     "session.agui": ("agui_routes",),
+    "session.a2a": ("A2AEndpoint", "A2ATool", "A2AToolError", "a2a_routes", "a2a_tool"),
     "session.stores": ("CheckpointStore", "DeletingStore", "InboxStore", "ListingStore", "MemoryStore", "SQLiteStore",
                        "Store", "StoreCheckpoints", "StoreConflict", "StoreError", "StoredSession", "open_store"),
 })

@@ -218,7 +218,7 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--version", action="version", version=f"%(prog)s (cognitive-loop {_version()})")
     commands = top.add_subparsers(dest="command", required=True)
     for name, text in (("chat", "chat in this terminal"),
-                       ("serve", "serve over HTTP (sessions, SSE, OpenAI API, AG-UI, MCP at /mcp)"),
+                       ("serve", "serve over HTTP (sessions, SSE, OpenAI APIs, AG-UI, MCP at /mcp, A2A at /a2a)"),
                        ("mcp", "serve as an MCP server: stdio, or streamable HTTP with --http")):
         cmd = commands.add_parser(name, help=text)
         cmd.add_argument("factory", metavar="MODULE:FACTORY", help="a callable: TurnExecutor -> Pattern")
@@ -256,6 +256,10 @@ def parser() -> argparse.ArgumentParser:
                              help="the name of the agent's tool at /mcp (default: %(default)s)")
             cmd.add_argument("--mcp-description", metavar="TEXT",
                              help="what the tool at /mcp does, as MCP clients and their models are told")
+            cmd.add_argument("--no-a2a", dest="a2a", action="store_false",
+                             help="do not serve A2A at /a2a and its agent card (the other routes stay)")
+            cmd.add_argument("--a2a-url", metavar="URL", help="the A2A endpoint's URL the agent card names "
+                                                               "(default: the URL each request came to)")
         if name == "mcp":
             cmd.add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp instead of stdio")
             cmd.add_argument("--tool", default="ask", help="the name of the agent's tool (default: ask)")
@@ -317,8 +321,9 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
                                       allowed_hosts=args.allowed_hosts, cors_origins=args.cors_origins,
                                       shutdown_timeout=args.shutdown_grace, openai_approvals=args.openai_approvals,
                                       page=args.page, mcp=args.mcp, mcp_tool=args.mcp_tool,
-                                      mcp_description=args.mcp_description)
+                                      mcp_description=args.mcp_description, a2a=args.a2a, a2a_url=args.a2a_url)
                 mcp_at = f"MCP at /mcp (tool {args.mcp_tool!r}), " if args.mcp else ""
+                mcp_at += "A2A at /a2a (card at /.well-known/agent-card.json), " if args.a2a else ""
                 await serve_until_signalled(manager, conduit.serve, lambda url: say(
                     f"serving on {url}: {f'the chat page at {url}/, ' if args.page else ''}sessions under /sessions, "
                     f"OpenAI-compatible API under /v1, AG-UI at /agui, {mcp_at}OpenAPI at /openapi.json"

@@ -1,5 +1,5 @@
 """``HTTPConduit``: serves a manager's sessions over HTTP (with uvicorn on asyncio, Hypercorn on trio): the
-session routes, the OpenAI-compatible API, the AG-UI route and the MCP endpoint beside them, the chat page at
+session routes, the OpenAI-compatible API, the AG-UI route, the MCP and A2A endpoints beside them, the chat page at
 ``/``, and the guards in front of them all (request log, same-site checks, bearer auth, rate limit, body size)."""
 
 from __future__ import annotations
@@ -23,13 +23,14 @@ from session._serving import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONVERSATION_BY
 from session.http._guards import (ERROR_HANDLERS, OPENAI_PREFIX, BearerAuth, BodyLimit, RateLimit, RateLimited,
                                   RequestLog)
 from session.http._origin import SameSite, check_hosts, check_origins
-from session.http._routes import OPEN_PATHS, SessionRoutes
+from session.http._routes import OPEN_PATHS, SessionRoutes, session_key
 from session.openai._app import openai_routes
 from session.openai._policy import check_policy
 from session.openai._errors import unauthorized as openai_unauthorized
 from session.web._page import PAGE_PATHS, page_routes
 
 if TYPE_CHECKING:
+    from session.a2a import A2AEndpoint
     from session.mcp._conduit import MCPConduit
     from session.mcp._mount import MCPEndpoint
 
@@ -37,6 +38,8 @@ __all__ = ["HTTPConduit"]
 
 MCP_PATH = "/mcp"
 """Where the MCP endpoint is served (``HTTPConduit(mcp=True)``)."""
+A2A_PATH = "/a2a"
+"""Where the A2A endpoint is served (``HTTPConduit(a2a=True)``); its agent card is at the well-known paths."""
 
 
 def _check_tokens(token: str | Sequence[str] | None) -> tuple[str, ...] | None:
@@ -105,6 +108,16 @@ class HTTPConduit:
     ``/.well-known/oauth-protected-resource/mcp`` (``session.mcp._auth``). Tool calls that need approval are put
     to the MCP client as an elicitation. An MCP session belongs to the token that opened it. On shutdown, the
     MCP calls in flight get ``shutdown_timeout`` to be answered before the MCP sessions end.
+
+    Unless ``a2a`` is false, ``/a2a`` is an A2A (Agent2Agent) endpoint (``session.a2a.A2AEndpoint``, JSON-RPC,
+    protocol 1.0 and 0.3) and the agent card, named ``a2a_name`` and described by ``a2a_description``, is served
+    without a token at ``/.well-known/agent-card.json`` (and ``/.well-known/agent.json``); it names ``a2a_url``
+    as the endpoint, or, unless given, the URL each request came to. A task's ``contextId`` is the session of the
+    same id here, for the same token; each message is a task, and ``tasks/cancel`` interrupts it. Calls that need
+    approval end a task ``input-required`` by default (``a2a_approvals="ask"``), answered by the client's reply
+    in the task; ``"deny"`` and ``"allow"`` decide them instead. The A2A endpoint runs its tasks on asyncio only
+    (a2a-sdk's request handler is built on asyncio tasks): on trio it answers every call with an error saying so.
+    On shutdown, the tasks still running once the server stopped are ended (their messages interrupted).
     """
 
     def __init__(
@@ -132,6 +145,11 @@ class HTTPConduit:
         mcp: bool = True,
         mcp_tool: str = "ask",
         mcp_description: str | None = None,
+        a2a: bool = True,
+        a2a_name: str = "agent",
+        a2a_description: str | None = None,
+        a2a_url: str | None = None,
+        a2a_approvals: str = "ask",
     ) -> None:
         self.tokens = _check_tokens(token)
         self.openai_approvals = check_policy(openai_approvals)
@@ -182,6 +200,15 @@ class HTTPConduit:
         self._mcp = _mcp_conduit(mcp_tool, mcp_description) if mcp else None
         self.mcp_tool = mcp_tool
         self.mcp_description = None if self._mcp is None else self._mcp.description
+        if not isinstance(a2a, bool):
+            raise UsageError(f"a2a must be true or false, got {a2a!r}")
+        self.a2a = a2a
+        self.a2a_name, self.a2a_description, self.a2a_url = a2a_name, a2a_description, a2a_url
+        if a2a:
+            from session.a2a._approvals import check_policy as check_a2a_policy
+
+            a2a_approvals = check_a2a_policy(a2a_approvals)
+        self.a2a_approvals = a2a_approvals
 
     @contextlib.asynccontextmanager
     async def _running(self, manager: Manager
@@ -196,14 +223,17 @@ class HTTPConduit:
             api = SessionRoutes(manager, group, keepalive=self.keepalive, log_size=self.event_log_size, quota=quota,
                                 body_timeout=self.body_timeout, max_conversation_bytes=self.max_conversation_bytes)
             endpoint = None if self._mcp is None else self._endpoint(manager, quota)
+            a2a = self._a2a(api) if self.a2a else None
             try:
                 if endpoint is not None:
                     await group.start(endpoint.run)
-                yield self._starlette(api, endpoint), api, endpoint
+                yield self._starlette(api, endpoint, a2a), api, endpoint
             finally:
                 api.close()
                 if endpoint is not None:
                     await endpoint.close()
+                if a2a is not None:
+                    await a2a.close()
 
     def _endpoint(self, manager: Manager, quota: TokenQuota | None) -> MCPEndpoint:
         from session.mcp._mount import MCPEndpoint
@@ -212,6 +242,16 @@ class HTTPConduit:
         return MCPEndpoint(self._mcp.server(manager, quota=quota), path=MCP_PATH, name=self._mcp.name,
                            max_body_bytes=self.max_body_bytes, shutdown_timeout=self.shutdown_timeout)
 
+    def _a2a(self, api: SessionRoutes) -> A2AEndpoint:
+        """The A2A endpoint over the session routes' manager: their sessions, namespaces, quota and limits."""
+        from session.a2a import A2AEndpoint
+        from session.a2a._endpoint import DESCRIPTION
+
+        return A2AEndpoint(api.manager, path=A2A_PATH, name=self.a2a_name, url=self.a2a_url,
+                           description=DESCRIPTION if self.a2a_description is None else self.a2a_description,
+                           bearer=self.tokens is not None, session_key=session_key, on_open=api.opened,
+                           quota=api.quota, approvals=self.a2a_approvals)
+
     @contextlib.asynccontextmanager
     async def app(self, manager: Manager) -> AsyncIterator[Starlette]:
         """The ASGI app for ``manager``, running for the body of the ``async with``; on exit every event
@@ -219,7 +259,8 @@ class HTTPConduit:
         async with self._running(manager) as (app, _, _):
             yield app
 
-    def _starlette(self, api: SessionRoutes, endpoint: MCPEndpoint | None = None) -> Starlette:
+    def _starlette(self, api: SessionRoutes, endpoint: MCPEndpoint | None = None,
+                   a2a: A2AEndpoint | None = None) -> Starlette:
         open_paths: tuple[str, ...] = (*OPEN_PATHS, *PAGE_PATHS) if self.page else OPEN_PATHS
         routes = [*(page_routes() if self.page else ()), *api.routes()]
         routes += agui_routes(api.manager, session_key=api.key, on_open=api.opened, quota=api.quota,
@@ -236,6 +277,9 @@ class HTTPConduit:
             open_paths = (*open_paths, *sorted(endpoint.open_paths))
             error_bodies[endpoint.path] = endpoint.error_body
             challenge = _challenges(endpoint)
+        if a2a is not None:
+            routes += a2a.routes()
+            open_paths = (*open_paths, *sorted(a2a.open_paths))
         middleware = [Middleware(RequestLog),
                       Middleware(SameSite, allowed_hosts=self.allowed_hosts, cors_origins=self.cors_origins),
                       Middleware(BearerAuth, tokens=self.tokens, open_paths=open_paths, error_bodies=error_bodies,

@@ -42,7 +42,8 @@ def test_the_3_2_document_is_what_3_1_tools_refuse() -> None:
 
 def test_event_streams_become_one_string_naming_their_item_schema() -> None:
     before, after = event_streams(DOCUMENT), event_streams(RENDERED)
-    assert list(after) == list(before) == ["/sessions/{id}/events", "/agui", "/v1/chat/completions"]
+    assert list(after) == list(before) == ["/sessions/{id}/events", "/agui", "/v1/chat/completions",
+                                             "/v1/responses"]
     for path, media in after.items():
         assert set(media) == {"schema", "x-itemSchema"}, path
         assert media["x-itemSchema"] == before[path]["itemSchema"]
