@@ -14,7 +14,7 @@ import attrs
 from loop import File, Image, Options, OutputType, Part, Role, Text, ToolCall, ToolResult, ToolSpec, Turn
 from session._serving import MAX_JSON_DEPTH, json_depth, lone_surrogate, utf8_json
 from session.openai._errors import OpenAIError as OpenAIError  # re-exported: the format's one class
-from session.openai._content import content_parts
+from session.openai._content import content_parts, content_text
 from session.openai._errors import missing, unsupported, wrong_type
 from session.openai._options import output_of, tool_choice_of, tools_of
 from session.openai._stop import stop_of
@@ -52,34 +52,8 @@ class ChatRequest:
 def parse_chat_request(body: bytes, *, model_name: str, agent_tools: frozenset[str] = frozenset()) -> ChatRequest:
     """The request in ``body``; raises ``OpenAIError`` naming the first problem, as OpenAI would. A client tool
     named like one of ``agent_tools`` (the agent's own) is refused: the model could not tell them apart."""
-    try:
-        text = utf8_json(body)  # first: every check below reads the body as UTF-8
-    except ValueError as exc:
-        raise OpenAIError(400, f"The JSON body of your request must be UTF-8 (RFC 8259), and {exc}.",
-                          code="invalid_encoding") from None
-    if json_depth(body) > MAX_JSON_DEPTH:
-        raise OpenAIError(400, f"The JSON body of your request nests arrays and objects more than {MAX_JSON_DEPTH} "
-                               "levels deep.", code="json_too_deep")
-    try:
-        data = json.loads(text)
-    except ValueError:
-        raise OpenAIError(400, "We could not parse the JSON body of your request. The endpoint expects a JSON "
-                               "object, and what was sent was not valid JSON.") from None
-    if not isinstance(data, dict):
-        raise OpenAIError(400, "The request body must be a JSON object.")
-    where = lone_surrogate(data, text=body)
-    if where is not None:
-        raise OpenAIError(400, f"Invalid '{where}': it holds a lone UTF-16 surrogate (an escape such as \\ud800 "
-                               "without its pair), which is not valid Unicode text.", param=where,
-                          code="invalid_unicode")
-    model = data.get("model")
-    if model is None:
-        raise OpenAIError(400, "you must provide a model parameter", param="model", code="missing_required_parameter")
-    if not isinstance(model, str):
-        raise wrong_type("model", "a string", model)
-    if model != model_name:
-        raise OpenAIError(404, f"The model `{model}` does not exist or you do not have access to it. This "
-                               f"server serves `{model_name}`.", param="model", code="model_not_found")
+    data = json_object(body)
+    check_model(data, model_name)
     n = data.get("n")
     if n is not None:
         if not isinstance(n, int) or isinstance(n, bool):
@@ -131,6 +105,44 @@ def parse_chat_request(body: bytes, *, model_name: str, agent_tools: frozenset[s
                           param=f"messages[{last}].role", code="invalid_value")
     return ChatRequest(tuple(history[:-1]), user_message(history[-1], f"messages[{last}].content"), bool(stream),
                        include_usage, output, tools, options, stop)
+
+
+def json_object(body: bytes) -> dict[str, Any]:
+    """``body`` read as a JSON object in UTF-8, nested at most ``MAX_JSON_DEPTH`` deep, with no lone UTF-16
+    surrogate; 400 naming what is wrong."""
+    try:
+        text = utf8_json(body)  # first: every check below reads the body as UTF-8
+    except ValueError as exc:
+        raise OpenAIError(400, f"The JSON body of your request must be UTF-8 (RFC 8259), and {exc}.",
+                          code="invalid_encoding") from None
+    if json_depth(body) > MAX_JSON_DEPTH:
+        raise OpenAIError(400, f"The JSON body of your request nests arrays and objects more than {MAX_JSON_DEPTH} "
+                               "levels deep.", code="json_too_deep")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise OpenAIError(400, "We could not parse the JSON body of your request. The endpoint expects a JSON "
+                               "object, and what was sent was not valid JSON.") from None
+    if not isinstance(data, dict):
+        raise OpenAIError(400, "The request body must be a JSON object.")
+    where = lone_surrogate(data, text=body)
+    if where is not None:
+        raise OpenAIError(400, f"Invalid '{where}': it holds a lone UTF-16 surrogate (an escape such as \\ud800 "
+                               "without its pair), which is not valid Unicode text.", param=where,
+                          code="invalid_unicode")
+    return data
+
+
+def check_model(data: dict[str, Any], model_name: str) -> None:
+    """The request must name ``model_name``, the one model served: 400 without one, 404 for another."""
+    model = data.get("model")
+    if model is None:
+        raise OpenAIError(400, "you must provide a model parameter", param="model", code="missing_required_parameter")
+    if not isinstance(model, str):
+        raise wrong_type("model", "a string", model)
+    if model != model_name:
+        raise OpenAIError(404, f"The model `{model}` does not exist or you do not have access to it. This "
+                               f"server serves `{model_name}`.", param="model", code="model_not_found")
 
 
 def user_message(turn: Turn, where: str) -> Union[str, tuple[Part, ...]]:
@@ -222,29 +234,9 @@ def _conversation(messages: list[Any]) -> list[Turn]:
 
 def _text(message: dict[str, Any], where: str, *, required: bool = True) -> str:
     """A message's text: a string, or the text parts of a content array joined by newlines."""
-    content = message.get("content")
-    if content is None:
-        if required:
-            raise missing(f"{where}.content")
+    if message.get("content") is None and not required:
         return ""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise wrong_type(f"{where}.content", "a string or an array of content parts", content)
-    pieces = []
-    for j, part in enumerate(content):
-        if not isinstance(part, dict):
-            raise wrong_type(f"{where}.content[{j}]", "an object", part)
-        kind = part.get("type")
-        if kind == "text":
-            text = part.get("text")
-            if not isinstance(text, str):
-                raise wrong_type(f"{where}.content[{j}].text", "a string", text)
-            pieces.append(text)
-        elif kind != "refusal":
-            raise unsupported(f"{where}.content[{j}].type", f"Content parts of type {kind!r} are not "
-                                                             "supported: this endpoint reads text only.")
-    return "\n".join(pieces)
+    return content_text(message.get("content"), f"{where}.content", kinds=("text",))
 
 
 def _calls(raw: Any, where: str) -> list[ToolCall]:

@@ -17,17 +17,15 @@ and ``schema`` at its top level), function ``tools`` (``name``, ``parameters`` a
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import attrs
 
 from loop import File, Image, Options, Part, Role, Text, ToolCall, ToolResult, Turn
-from session._serving import MAX_JSON_DEPTH, json_depth, lone_surrogate, utf8_json
 from session.openai._errors import OpenAIError, missing, unsupported, wrong_type
 from session.openai._options import output_of, tool_choice_of, tools_of
-from session.openai._content import input_parts, input_text
-from session.openai._request import ChatRequest, left_for_client, user_message
+from session.openai._content import content_text, input_parts
+from session.openai._request import ChatRequest, check_model, json_object, left_for_client, user_message
 
 # Accepted and not used, as the Chat Completions endpoint accepts sampling parameters: the pattern chooses its own.
 _ECHOED = ("temperature", "top_p", "max_output_tokens", "parallel_tool_calls", "user", "reasoning", "truncation",
@@ -56,15 +54,8 @@ class ResponsesRequest:
 def parse_responses_request(body: bytes, *, model_name: str,
                             agent_tools: frozenset[str] = frozenset()) -> ResponsesRequest:
     """The request in ``body``; raises ``OpenAIError`` naming the first problem, as OpenAI would."""
-    data = _json_object(body)
-    model = data.get("model")
-    if model is None:
-        raise missing("model")
-    if not isinstance(model, str):
-        raise wrong_type("model", "a string", model)
-    if model != model_name:
-        raise OpenAIError(404, f"The model `{model}` does not exist or you do not have access to it. This "
-                               f"server serves `{model_name}`.", param="model", code="model_not_found")
+    data = json_object(body)
+    check_model(data, model_name)
     for name, why in _UNSUPPORTED.items():
         if data.get(name) not in (None, False):
             raise unsupported(name, why)
@@ -95,30 +86,6 @@ def parse_responses_request(body: bytes, *, model_name: str,
 def instructions_turn(instructions: str) -> Turn:
     """The system turn that opens a conversation with a response's ``instructions``, marked as theirs."""
     return Turn(Role.SYSTEM, [Text(instructions)], {"instructions": True})
-
-
-def _json_object(body: bytes) -> dict[str, Any]:
-    try:
-        text = utf8_json(body)  # first: every check below reads the body as UTF-8
-    except ValueError as exc:
-        raise OpenAIError(400, f"The JSON body of your request must be UTF-8 (RFC 8259), and {exc}.",
-                          code="invalid_encoding") from None
-    if json_depth(body) > MAX_JSON_DEPTH:
-        raise OpenAIError(400, f"The JSON body of your request nests arrays and objects more than {MAX_JSON_DEPTH} "
-                               "levels deep.", code="json_too_deep")
-    try:
-        data = json.loads(text)
-    except ValueError:
-        raise OpenAIError(400, "We could not parse the JSON body of your request. The endpoint expects a JSON "
-                               "object, and what was sent was not valid JSON.") from None
-    if not isinstance(data, dict):
-        raise OpenAIError(400, "The request body must be a JSON object.")
-    where = lone_surrogate(data, text=body)
-    if where is not None:
-        raise OpenAIError(400, f"Invalid '{where}': it holds a lone UTF-16 surrogate (an escape such as \\ud800 "
-                               "without its pair), which is not valid Unicode text.", param=where,
-                          code="invalid_unicode")
-    return data
 
 
 def _flag(data: dict[str, Any], name: str, default: bool) -> bool:
@@ -277,7 +244,7 @@ class _Conversation:
             self._before_turn(where)
             self.turns.append(Turn(Role.USER, input_parts(item.get("content"), f"{where}.content")))
             return
-        text = input_text(item.get("content"), f"{where}.content")
+        text = content_text(item.get("content"), f"{where}.content")
         if role == "assistant":
             if self.parts is not None and any(isinstance(p, ToolCall) for p in self.parts):
                 self._end_assistant()
