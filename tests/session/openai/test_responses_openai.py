@@ -3,39 +3,15 @@ model, function tools handed to the client and their outputs sent back, ``previo
 retries."""
 
 import json
-import threading
 
 import anyio
 import openai
 import pytest
 
-from loop import CANCELLED, Request, Role, Turn, tool
+from loop import CANCELLED, Request, Role, Turn
 from provider import tool_call
 from tests.session.openai.clients_helpers import MODEL, PARIS, City, Served, compact, results, serving
-from tests.session.openai.test_server import TOKEN
-
-hang_cancelled = threading.Event()
-
-
-@tool
-async def lookup(city: str) -> str:
-    """The population of a city."""
-    return str(PARIS["population"])
-
-
-@tool
-async def hang(city: str) -> str:
-    """Never finishes; notes its cancellation."""
-    try:
-        await anyio.sleep_forever()
-    finally:
-        hang_cancelled.set()
-    return city
-
-
-def client(url: str, *, timeout: float = 10.0, max_retries: int = 0) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=url, api_key=TOKEN, timeout=timeout, max_retries=max_retries)
-
+from tests.session.openai.test_clients_openai import client, hang, hang_cancelled, lookup
 
 def lookup_then_answer(request: Request) -> object:
     """Calls the server's lookup tool, writing working text first, then answers with its result."""
