@@ -16,7 +16,6 @@ informational.
 
 from __future__ import annotations
 
-import gc
 import json
 import time
 from typing import Any
@@ -108,22 +107,8 @@ class Bench:
 
 async def _latency(samples: int) -> dict[str, list[float]]:
     responses, chat = Bench(stream_of(20)), bench_wire.Bench(bench_wire.stream_of(20))
-    seconds: dict[str, list[float]] = {"responses": [], "bare": [], "chat": []}
-    cases = (("responses", responses.framework_first), ("bare", responses.bare_first),
-             ("chat", chat.framework_first))
-    for _ in range(max(5, samples // 20)):  # warm-up, untimed
-        for _, case in cases:
-            await case()
-    gc.collect()
-    gc.disable()  # no collection inside a sample; one between batches instead, untimed
-    try:
-        for number in range(samples):  # interleaved, so load bursts hit every case
-            if number % 250 == 0:
-                gc.collect()
-            for name, case in cases:
-                seconds[name].append(await case())
-    finally:
-        gc.enable()
+    seconds = await bench_wire.interleaved({"responses": responses.framework_first, "bare": responses.bare_first,
+                                            "chat": chat.framework_first}, samples)
     await responses.client.aclose()
     await chat.client.aclose()
     return seconds

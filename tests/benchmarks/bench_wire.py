@@ -18,7 +18,7 @@ from __future__ import annotations
 import gc
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -131,23 +131,29 @@ class Bench:
         return texts
 
 
-async def _latency(samples: int) -> dict[str, list[float]]:
-    bench = Bench(stream_of(20))
-    seconds: dict[str, list[float]] = {"framework": [], "bare": []}
-    cases = (("framework", bench.framework_first), ("bare", bench.bare_first))
+async def interleaved(cases: dict[str, Callable[[], Awaitable[float]]], samples: int) -> dict[str, list[float]]:
+    """``samples`` latencies from each case, timed in turn (so load bursts hit every case) after a warm-up, with no
+    garbage collection inside a sample (one between batches instead, untimed)."""
+    seconds: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(max(5, samples // 20)):  # warm-up, untimed
-        for _, case in cases:
+        for case in cases.values():
             await case()
     gc.collect()
-    gc.disable()  # no collection inside a sample; one between batches instead, untimed
+    gc.disable()
     try:
-        for number in range(samples):  # interleaved, so load bursts hit both sides
+        for number in range(samples):
             if number % 250 == 0:
                 gc.collect()
-            for name, case in cases:
+            for name, case in cases.items():
                 seconds[name].append(await case())
     finally:
         gc.enable()
+    return seconds
+
+
+async def _latency(samples: int) -> dict[str, list[float]]:
+    bench = Bench(stream_of(20))
+    seconds = await interleaved({"framework": bench.framework_first, "bare": bench.bare_first}, samples)
     await bench.client.aclose()
     return seconds
 
