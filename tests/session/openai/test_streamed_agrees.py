@@ -1,5 +1,6 @@
-"""A streamed reply's content is the non-streamed reply's content: the final answer. Text a model writes before
-calling the agent's tools is working text, carried in ``reasoning_content`` (streamed or not), never in content."""
+"""A streamed reply's content is the non-streamed reply's content: the final answer, on Chat Completions and on the
+Responses API. Text a model writes before calling the agent's tools is working text, carried in
+``reasoning_content`` (the reasoning item's summary on the Responses API), streamed or not, never in content."""
 
 from __future__ import annotations
 
@@ -128,3 +129,17 @@ async def test_a_scripted_react_run_agrees_streamed_or_not() -> None:
     assert reply.choices[0].message.content == content(chunks) == ANSWER
     assert reply.choices[0].message.model_extra["reasoning_content"] == reasoning(chunks)
     assert reasoning(chunks).startswith(f"{WORKING}\n→ calling divide(")
+
+
+@pytest.mark.parametrize(("model", "processor"), [(divider, None), (hasty, new_turn_processor(verified_react))],
+                         ids=["ReAct", "WithVerification-rejected-draft"])
+async def test_the_responses_api_agrees_streamed_or_not(model: Any, processor: Any) -> None:
+    async with serving(Function(model, chunk_size=4), tools=(divide,), processor=processor) as s:
+        plain = await s.client.responses.create(model="agent", input="What is 10 / 4?")
+        async with s.client.responses.stream(model="agent", input="What is 10 / 4?") as stream:
+            streamed = await stream.get_final_response()
+    assert plain.output_text == streamed.output_text == ANSWER
+    summaries = [[s.text for item in r.output if item.type == "reasoning" for s in item.summary]
+                 for r in (plain, streamed)]
+    assert summaries[0] == summaries[1] and summaries[0][0].startswith(f"{WORKING}\n→ calling divide(")
+    assert "10 / 4 = 2\n" not in summaries[0][0]
