@@ -33,6 +33,8 @@ CARD_PATHS = (AGENT_CARD_WELL_KNOWN_PATH, "/.well-known/agent.json")
 BEARER = "bearer"
 """The name of the card's security scheme."""
 TEXT = "text/plain"
+# What a message may hold: text, and files (images the model is shown, documents it reads).
+INPUT = [TEXT, "image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf"]
 _base: ContextVar[str] = ContextVar("a2a_card_base", default="")
 
 
@@ -44,10 +46,10 @@ def agent_card(*, name: str, description: str, version: str, url: str, tools: It
     tools = sorted(tools)
     about = description if not tools else f"{description} Tools it can use: {', '.join(tools)}."
     skill = AgentSkill(id="ask", name=name, description=about, tags=["agent", *tools], examples=list(examples),
-                       input_modes=[TEXT], output_modes=[TEXT])
+                       input_modes=INPUT, output_modes=[TEXT])
     card = AgentCard(name=name, description=description, version=version, supported_interfaces=interfaces(url),
                      capabilities=AgentCapabilities(streaming=True, push_notifications=False),
-                     default_input_modes=[TEXT], default_output_modes=[TEXT], skills=[skill])
+                     default_input_modes=INPUT, default_output_modes=[TEXT], skills=[skill])
     if bearer:
         scheme = HTTPAuthSecurityScheme(scheme="Bearer", description="The bearer token the server was given for "
                                                                      "this client ('Authorization: Bearer <token>').")

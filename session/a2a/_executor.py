@@ -4,7 +4,8 @@ Conversations. A task's ``contextId`` names its conversation: the session the ma
 ``session_key(owner, contextId)`` for the request's token owner, so two tokens naming the same context never
 share one (by default the key is the session routes', ``<owner>:<contextId>``, so the conversation can also be
 read, followed and continued at ``/sessions/{contextId}``). Every message is a task of its own; a message naming
-a task that waits for input (``input-required``) answers it (``session.a2a._approvals``).
+a task that waits for input (``input-required``) answers it (``session.a2a._approvals``). A message's text and the
+files it shows (images and documents) are read as ``session.a2a._parts`` says.
 
 A run. The task is announced (``submitted``), goes ``working``, reports the main line's tool activity as it
 happens (``session.a2a._progress``), and ends as ``session.a2a._ending`` says, its answer as the ``answer``
@@ -26,7 +27,7 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
-from a2a.types import Message, Part, Task, TaskState, TaskStatus
+from a2a.types import Part, Task, TaskState, TaskStatus
 
 from loop import Approver, Caller, LoopError, State, Subscription, UsageError, awaiting_approval, tracing
 from loop.checks import positive_number
@@ -36,6 +37,7 @@ from session._manager import Manager, SessionLimit, ShuttingDown
 from session._session import Session
 from session.a2a._approvals import decisions, prompt
 from session.a2a._ending import SHUTTING_DOWN, Ending, finished, never_ran, raised, refused
+from session.a2a._parts import message_content
 from session.a2a._progress import progress
 from session.openai._errors import OpenAIError
 
@@ -179,22 +181,22 @@ class SessionExecutor(AgentExecutor):
         caller = Caller(owner, owner)
         current = context.current_task
         answering = current is not None and current.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
-        text = None if answering else _text(context.message)
-        if isinstance(text, Ending):
-            return text
+        said = None if answering else message_content(context.message)
+        if isinstance(said, Ending):
+            return said
         opened = await self._open(owner, context.context_id or "")
         if isinstance(opened, Ending):
             return opened
         session = run.session = opened
         start: Callable[[], Awaitable[State]]
-        if text is None:
+        if said is None:
             waiting = awaiting_approval(session.state)
             if not waiting:
                 return refused("The tool calls this task waited on no longer wait for approval (they were answered "
                                "elsewhere, or their time ran out); send a new message instead.", code="approval_gone")
             start = functools.partial(session.decide, decisions(context.message, waiting), caller=caller)
         else:
-            start = functools.partial(session.ask, text, caller=caller, approver=self.approver)
+            start = functools.partial(session.ask, said, caller=caller, approver=self.approver)
         await run.updater.start_work()
         with anyio.CancelScope() as run.waiting:
             async with self._turns.hold(session.id):
@@ -275,16 +277,3 @@ class SessionExecutor(AgentExecutor):
         message = updater.new_agent_message([Part(text=ending.message)]) if ending.message else None
         await updater.update_status(ending.state, message=message, metadata=dict(ending.metadata))
 
-
-def _text(message: Message | None) -> str | Ending:
-    """The text of a task's message, its text parts joined by newlines; a message this agent cannot read (other
-    parts, or no text) ends the task ``rejected``."""
-    parts = list(message.parts) if message is not None else []
-    other = next((p.WhichOneof("content") for p in parts if not p.HasField("text")), None)
-    if other is not None:
-        return refused(f"This agent reads text parts only; the message has a {other} part.", code="unsupported_part",
-                       state=TaskState.TASK_STATE_REJECTED)
-    text = "\n".join(p.text for p in parts)
-    if not text.strip():
-        return refused("The message has no text to answer.", code="empty_message", state=TaskState.TASK_STATE_REJECTED)
-    return text

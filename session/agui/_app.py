@@ -56,7 +56,7 @@ from typing import Any, Union
 from starlette.requests import ClientDisconnect, Request
 from starlette.routing import Route
 
-from loop import Approver, Decision, LoopError, ToolCall, ToolResult, UsageError, awaiting_approval, tracing
+from loop import Approver, Decision, LoopError, Part, ToolCall, ToolResult, UsageError, awaiting_approval, tracing
 from loop.checks import positive_int, positive_number
 from session._bearer import TokenQuota, caller_in, owner_in
 from session._body import BodyTooLarge, read_body
@@ -189,16 +189,18 @@ class _Endpoint:
         return session
 
     def _message(self, session: Session, run_request: RunRequest
-                 ) -> tuple[Union[str, tuple[ToolResult, ...], None], list[Decision] | None]:
-        """What the run sends the thread: the input's new message, or the decisions its ``resume`` entries give."""
+                 ) -> tuple[Union[str, tuple[Part, ...], None], list[Decision] | None]:
+        """What the run sends the thread: the input's new message (the user's text, or parts with the images and
+        files it shows, or results), or the decisions its ``resume`` entries give."""
         state = session.state
         if run_request.resume:
             return None, decisions(run_request.resume, awaiting_approval(state))
         message = run_request.conversation.message
-        if isinstance(message, tuple):  # results, named as the thread's own open calls are
+        if isinstance(message, tuple) and isinstance(message[0], ToolResult):
+            # results, named as the thread's own open calls are
             names = {c.id: c.name for c in state.pending_calls}
             message = tuple(ToolResult(r.call_id, names.get(r.call_id, r.name), r.content, r.is_error, r.attachments)
-                            for r in message)
+                            for r in message if isinstance(r, ToolResult))
             try:
                 before(state, message)
             except ToolResultsMismatch as exc:

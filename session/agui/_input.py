@@ -1,6 +1,7 @@
 """Reading a ``RunAgentInput``: the JSON body checked as the HTTP conduit checks every body, validated with the
-protocol package's own model, and turned into what a run needs: the conversation (``_messages``), the frontend
-tools as ``ToolSpec`` values, and the approval decisions its ``resume`` entries give.
+protocol package's own model (AG-UI 0.x ``binary`` parts upgraded first), and turned into what a run needs: the
+conversation (``_messages``: text, images and files), the frontend tools as ``ToolSpec`` values, and the approval
+decisions its ``resume`` entries give.
 
 Every rejection is a ``Problem``: 400 for a body that is not JSON in UTF-8 (or nests too deep, or holds a lone
 surrogate), 422 for JSON that is not a valid input, naming the field (``messages[2].content``, ``tools[0].name``).
@@ -21,7 +22,7 @@ from loop import Decision, ToolCall, ToolSpec, UsageError, external_tools
 from session._serving import MAX_JSON_DEPTH, json_depth, lone_surrogate, utf8_json
 from session._problem import Problem
 from session.agui._errors import invalid
-from session.agui._messages import Conversation, read_messages
+from session.agui._messages import Conversation, read_messages, upgrade_parts
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _EMPTY_PARAMETERS = {"type": "object", "properties": {}}
@@ -72,6 +73,7 @@ def parse_input(body: bytes, *, agent_tools: frozenset[str] = frozenset()) -> Ru
     if where is not None:
         raise Problem(400, "bad_unicode", f"{where!r} holds a lone UTF-16 surrogate (an escape such as \\ud800 "
                                           "without its pair), which is not text; send valid Unicode")
+    upgrade_parts(data)  # 0.x binary parts upgraded, parts of unknown types named
     try:
         run_input = RunAgentInput.model_validate(data)
     except pydantic.ValidationError as exc:

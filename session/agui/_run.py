@@ -12,7 +12,7 @@ from ag_ui.core import BaseEvent
 from ag_ui.encoder import EventEncoder
 
 from cognitive import GuardrailTripped, left_open
-from loop import Caller, Decision, State, Subscription, ToolResult, awaiting_approval, tracing
+from loop import Caller, Decision, Part, State, Subscription, awaiting_approval, tracing
 from session._followed import Followed
 from session._problem import Problem
 from session._session import Session
@@ -32,7 +32,7 @@ SHUTTING_DOWN = "The server is shutting down; the run was stopped before it fini
 class _Message(Followed):
     """The run's message sent to the thread's session, followed through the session's events to its outcome."""
 
-    def __init__(self, session: Session, message: Union[str, tuple[ToolResult, ...], None],
+    def __init__(self, session: Session, message: Union[str, tuple[Part, ...], None],
                  decisions: list[Decision] | None, endpoint: _Endpoint, request: RunRequest, caller: Caller) -> None:
         super().__init__()
         self.session = session
@@ -78,7 +78,7 @@ class Run:
     another run of the thread runs later)."""
 
     def __init__(self, endpoint: _Endpoint, session: Session, request: RunRequest, *,
-                 message: Union[str, tuple[ToolResult, ...], None], decisions: list[Decision] | None,
+                 message: Union[str, tuple[Part, ...], None], decisions: list[Decision] | None,
                  caller: Caller) -> None:
         self.endpoint = endpoint
         self.session = session

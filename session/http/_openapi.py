@@ -16,7 +16,7 @@ from session.http._openapi_openai import OPENAI_PATHS, OPENAI_SCHEMAS
 from session.http._openapi_responses import RESPONSES_PATHS, RESPONSES_SCHEMAS
 from session.http._openapi_parts import (MAX_EVENT_ID, MAX_PAGE_SIZE, NOT_BLANK, PAGE_SIZE, error, json_body,
                                          openapi_31, ref, request_body, stream)
-from session.http._wire import EVENT_TYPES
+from session.http._wire import BASE64, EVENT_TYPES, HTTP_URL, IMAGE_MEDIA_TYPES, MEDIA_TYPE
 from session.web._page import PAGE_PATHS
 
 __all__ = ["MAX_EVENT_ID", "MAX_PAGE_SIZE", "NOT_BLANK", "OPENAPI", "OPENAPI_31", "PAGE_SIZE"]
@@ -40,6 +40,22 @@ _TOO_LARGE = error("The request body is larger than the server allows, or the me
 _OPENS = {"429": error("Too many requests for this token (see Retry-After), or the token holds as many open "
                         "sessions as one token may (session_quota)."),
           "503": error("The server holds as many open sessions as it allows (session_limit).")}
+
+
+
+
+def _media_in(kind: str, description: str, media_type: dict[str, Any], **more: Any) -> dict[str, Any]:
+    """The schema of a posted image or file part: an http(s) ``url``, or base64 ``data`` with its ``media_type``
+    (the form ``loop.codec`` writes the part in)."""
+    return {"type": "object", "required": ["type"], "additionalProperties": False, "description": description,
+            "oneOf": [{"required": ["url"]}, {"required": ["data"]}], "dependentRequired": {"data": ["media_type"]},
+            "properties": {
+                "type": {"const": kind},
+                "url": {"type": "string", "pattern": f"^{HTTP_URL}$"},
+                "data": {"type": "string", "pattern": f"^{BASE64}$", "contentEncoding": "base64",
+                         "description": "The bytes, base64 (RFC 4648, with its padding)."},
+                "media_type": {**media_type, "description": "Lowercase; needed with data."},
+                **more}}
 
 
 _PAGE = {"get": {"operationId": "chatPage", "summary": "The chat page (HTML); it asks for the bearer token itself.",
@@ -128,7 +144,9 @@ OPENAPI: dict[str, Any] = {
                 "202": json_body("The message was queued; follow it on the event stream.", "MessageQueued"),
                 **_SESSION, **_POST, **_OPENS, "413": _TOO_LARGE,
                 "409": error("The session closed while the message was being queued; send it again."),
-                "422": error("'text' is missing, not a string, or only whitespace."),
+                "422": error("Neither or both of 'text' and 'parts' are given, 'text' is not a string or only "
+                              "whitespace, or a part is not one the schema describes, or holds bytes of another "
+                              "type than its media_type (the message names the part); nothing was queued."),
                 "429": error("Too many requests for this token (see Retry-After), the session's queue is full "
                               "(session_busy), or reopening it would pass the token's session quota."),
             },
@@ -230,9 +248,27 @@ OPENAPI: dict[str, Any] = {
                                                                    "short; empty when there is none."},
                         "turns": {"type": "integer", "minimum": 0},
                         "updated": {"type": "number", "description": "Seconds since the epoch."}}}}}},
-            "MessageIn": {"type": "object", "required": ["text"], "properties": {
-                "text": {"type": "string", "minLength": 1, "pattern": NOT_BLANK,
-                         "description": "The user's message: not only whitespace."}}},
+            "MessageIn": {
+                "type": "object", "oneOf": [{"required": ["text"]}, {"required": ["parts"]}],
+                "description": "The user's message: its text, or its parts (text, and the images and files it "
+                               "shows); exactly one of the two.",
+                "properties": {
+                    "text": {"type": "string", "minLength": 1, "pattern": NOT_BLANK,
+                             "description": "The user's message: not only whitespace."},
+                    "parts": {"type": "array", "minItems": 1, "items": {"oneOf": [
+                        ref("TextPartIn"), ref("ImagePartIn"), ref("FilePartIn")]},
+                              "description": "The message as parts, in the form the turns are sent back in."}}},
+            "TextPartIn": {"type": "object", "required": ["type", "text"], "additionalProperties": False,
+                           "properties": {"type": {"const": "text"},
+                                          "text": {"type": "string", "minLength": 1, "pattern": NOT_BLANK}}},
+            "ImagePartIn": _media_in("image", "An image: at an http(s) URL (passed to the model, not fetched by the "
+                                              "server), or its bytes.",
+                                     {"enum": list(IMAGE_MEDIA_TYPES)}),
+            "FilePartIn": _media_in("file", "A document (a PDF, a text file): at an http(s) URL, or its bytes; which "
+                                            "types reach the model depends on its provider.",
+                                    {"type": "string", "pattern": f"^{MEDIA_TYPE}$"},
+                                    name={"type": "string", "minLength": 1, "pattern": NOT_BLANK,
+                                          "description": "The file's name, as the model is shown it."}),
             "MessageQueued": {"type": "object", "required": ["message_id", "position"], "properties": {
                 "message_id": {"type": "string"},
                 "position": {"type": "integer", "minimum": 0,
@@ -275,7 +311,7 @@ OPENAPI: dict[str, Any] = {
                 "parts": {"type": "array", "items": ref("Part")},
                 "meta": {"type": "object"}}},
             "Part": {"type": "object", "required": ["type"], "properties": {
-                "type": {"enum": ["text", "reasoning", "tool_call", "tool_result", "usage"]}},
+                "type": {"enum": ["text", "reasoning", "tool_call", "tool_result", "usage", "image", "file"]}},
                 "additionalProperties": True},
             "SessionEvent": {
                 "type": "object", "required": ["event", "data"],

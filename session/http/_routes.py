@@ -5,7 +5,7 @@ Routes (all but ``OPEN_PATHS``, the health and OpenAPI ones, need ``Authorizatio
     POST   /sessions                        201 {"id"}                    open a session (no body, or {})
     GET    /sessions                        200 {"sessions"}              the token's stored conversations, newest first
     DELETE /sessions/{id}                   204                           close it (its conversation stays stored)
-    POST   /sessions/{id}/messages          202 {"message_id","position"} queue a user message {"text"}
+    POST   /sessions/{id}/messages          202 {"message_id","position"} queue a user message {"text"} or {"parts"}
     POST   /sessions/{id}/interrupt         200 {"dropped"}               cancel the current message
     GET    /sessions/{id}/turns             200 {"turns","next"}          a page of the stored conversation
     GET    /sessions/{id}/events            200 text/event-stream         every event, resumable by Last-Event-ID
@@ -29,7 +29,8 @@ Request bodies are JSON objects in UTF-8, read within the conduit's ``body_timeo
 most ``MAX_JSON_DEPTH`` deep and holding no lone UTF-16 surrogate (else 400: such text could be neither stored nor
 streamed). A body in another encoding (UTF-16 or UTF-32, which ``json.loads`` would take) is 400 too, named. A
 request whose client leaves before its body has arrived is logged with status 499 (client closed request).
-Errors are JSON: ``{"error": {"type": "...", "message": "..."}}``.
+Errors are JSON: ``{"error": {"type": "...", "message": "..."}}``. A message is ``{"text"}``, or ``{"parts"}``: its
+text and the images and files it shows, in the form the history sends turns back in (``_wire.read_message``).
 
 What one token can make the server hold is bounded: a conversation holds at most ``max_conversation_bytes`` of
 message text (413 ``conversation_too_large`` beyond; counted as a running total per conversation, measured once
@@ -53,7 +54,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from loop import EventBus, Role, tracing
+from loop import EventBus, Role, Text, tracing
 from session._bearer import TokenQuota, caller_in
 from session._events import MessageQueued
 from session._manager import Manager
@@ -67,6 +68,7 @@ from session.http._history import (LIST_SIZE, OFF_LOOP_CHARS, fitting, listing, 
 from session.http._openapi import MAX_EVENT_ID, MAX_PAGE_SIZE, OPENAPI, OPENAPI_31, PAGE_SIZE
 from session.http._streamed import Streamed
 from session.http._wire import json_response as _json
+from session.http._wire import read_message
 from session.openai._errors import OpenAIError
 
 _log = tracing.logger("session.http")
@@ -313,18 +315,15 @@ class SessionRoutes:
 
     async def message(self, request: Request) -> Response:
         owned = await self._owned(request)
-        data = await self._body(request, required=True)
-        text = data.get("text")
-        if not isinstance(text, str) or not text.strip():
-            got = "missing" if "text" not in data else f"{type(text).__name__} {text!r}"[:80]
-            raise Problem(422, "invalid_message", f"'text' must be a non-empty string; got {got}")
+        message = read_message(await self._body(request, required=True))
         session = await self._live(request, owned)
+        text = message if isinstance(message, str) else "".join(p.text for p in message if isinstance(p, Text))
         added = self._count(owned, session, text)
         # The queue position is only published, so read it off the bus around the post. The message is in the
         # store (its inbox) before the 202 goes out: it runs even if the process is killed first.
         try:
             with session.events.subscribe(buffer=None) as probe:
-                message_id = await session.post(text, caller=caller_in(request.scope))
+                message_id = await session.post(message, caller=caller_in(request.scope))
                 queued = [e for e in probe.drain() if isinstance(e, MessageQueued) and e.message_id == message_id]
         except BaseException:
             if owned.size is not None:  # not stored after all

@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
+from a2a.helpers import new_data_part
 from a2a.types import GetTaskRequest, Part, StreamResponse, TaskState
 from a2a.utils.errors import TaskNotFoundError
 
@@ -133,11 +134,12 @@ async def test_the_0_3_methods_answer_on_the_same_endpoint() -> None:
 async def test_a_message_with_parts_it_cannot_read_is_rejected_before_anything_runs() -> None:
     async with in_process(Function(counter)) as served:
         client = await sdk_client(served.client(), streaming=False)
-        task = task_of(await collect(client, send(parts=[Part(text="see"), Part(url="https://x.example/a.png")],
+        task = task_of(await collect(client, send(parts=[Part(text="see"), new_data_part({"size": 3})],
                                                   context_id="pic")))
         opened = served.session("pic")
     assert state_of(task) == "TASK_STATE_REJECTED"
-    assert task.status.message.parts[0].text == "This agent reads text parts only; the message has a url part."
+    assert task.status.message.parts[0].text == ("This agent reads text parts and files (raw bytes or a URL); "
+                                                 "parts[1] is a data part.")
     assert opened is None  # its conversation was not even opened
 
 

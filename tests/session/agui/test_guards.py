@@ -20,7 +20,7 @@ from tests.session.models import echo
     ({"threadId": "t", "runId": "r", "messages": [{"id": "1", "role": "robot", "content": "x"}]}, 422, "messages[0]"),
     ({"threadId": "t", "runId": "r", "messages": []}, 422, "last message"),
     ({"threadId": "t", "runId": "r", "messages": [{"id": "1", "role": "user", "content": [
-        {"type": "image", "source": {"type": "url", "value": "http://x/y.png"}}]}]}, 422, "messages[0].content[0]"),
+        {"type": "image", "source": {"type": "file", "value": "file-1"}}]}]}, 422, "messages[0].content[0]"),
     ({"threadId": "t", "runId": "r", "messages": [{"id": "1", "role": "user", "content": "hi"}],
       "tools": [{"name": "bad name", "description": "x"}]}, 422, "tools[0].name"),
     ({"threadId": "", "runId": "r", "messages": [{"id": "1", "role": "user", "content": "hi"}]}, 422, "threadId"),
