@@ -31,7 +31,8 @@ class RefusingStore(MemoryStore):
 
 
 async def test_a_bad_message_raises_usage_error_itself_out_of_the_manager_block() -> None:
-    with pytest.raises(UsageError, match="a message is a string, Text, Image and File parts, or ToolResult parts .*, got 42") as caught:
+    with pytest.raises(UsageError,
+                       match="a message is a string, Text, Image and File parts, or ToolResult parts .*, got 42") as caught:
         async with Manager(PROCESSOR, provider=MODEL) as manager:
             session = await manager.open()
             await session.ask(42)  # type: ignore[arg-type]
