@@ -5,7 +5,7 @@ with a ``TurnProcessor`` (see ``cognitive.new_turn_processor``) and persists eve
 ``Store``. Conduits (``Conduit.serve(manager)``) connect the outside world. The parts:
 
     session          Session, Manager and the events they publish; StdioConduit (a terminal chat)
-    session.stores   Store, MemoryStore, the durable SQLiteStore, open_store, StoreCheckpoints
+    session.stores   Store, MemoryStore, the durable SQLiteStore, PostgresStore, open_store, StoreCheckpoints
     session.http     HTTPConduit: sessions, an SSE event stream, OpenAPI, the OpenAI-compatible API, AG-UI and the
                      chat page at /
     session.openai   openai_routes / openai_app: the OpenAI-compatible API on its own
@@ -54,8 +54,9 @@ if TYPE_CHECKING:
     from session.openai import openai_app, openai_routes
     from session.a2a import A2AEndpoint, A2ATool, A2AToolError, a2a_routes, a2a_tool
     from session.agui import agui_routes
-    from session.stores import (CheckpointStore, DeletingStore, InboxStore, ListingStore, MemoryStore, SQLiteStore,
-                                Store, StoreCheckpoints, StoreConflict, StoredSession, StoreError, open_store)
+    from session.stores import (CheckpointStore, DeletingStore, InboxStore, ListingStore, MemoryStore, PostgresStore,
+                                SQLiteStore, Store, StoreCheckpoints, StoreConflict, StoredSession, StoreError,
+                                open_store, register_store)
 
 __all__ = [
     "A2AEndpoint",
@@ -89,6 +90,7 @@ __all__ = [
     "MessageFinished",
     "MessageQueued",
     "MessageStarted",
+    "PostgresStore",
     "RateLimit",
     "SQLiteStore",
     "Session",
@@ -116,6 +118,7 @@ __all__ = [
     "open_store",
     "openai_app",
     "openai_routes",
+    "register_store",
     "step_factory",
     "tune_collector",
 ]
@@ -137,6 +140,7 @@ __getattr__, __dir__ = exports(__name__, {
     "session.openai": ("openai_app", "openai_routes"),
     "session.agui": ("agui_routes",),
     "session.a2a": ("A2AEndpoint", "A2ATool", "A2AToolError", "a2a_routes", "a2a_tool"),
-    "session.stores": ("CheckpointStore", "DeletingStore", "InboxStore", "ListingStore", "MemoryStore", "SQLiteStore",
-                       "Store", "StoreCheckpoints", "StoreConflict", "StoreError", "StoredSession", "open_store"),
+    "session.stores": ("CheckpointStore", "DeletingStore", "InboxStore", "ListingStore", "MemoryStore", "PostgresStore",
+                       "SQLiteStore", "Store", "StoreCheckpoints", "StoreConflict", "StoreError", "StoredSession",
+                       "open_store", "register_store"),
 })

@@ -20,7 +20,7 @@ from session._collector import tune_collector
 from session._groups import unwrap
 from session._manager import Manager, StepFactory, step_factory
 from session._serving import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONVERSATION_BYTES
-from session.stores._open import open_store
+from session.stores._open import masked_url, open_store
 from cognitive import Pattern
 
 if TYPE_CHECKING:
@@ -291,7 +291,7 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
                 if args.session is not None:
                     stored = await store.load(args.session)
                     if stored is None:
-                        say(f"session {args.session!r} is new: nothing is stored under that id in {args.store}")
+                        say(f"session {args.session!r} is new: nothing is stored under that id in {masked_url(args.store)}")
                     else:
                         say(f"resuming session {args.session!r}: {len(stored)} turn{'s' * (len(stored) != 1)} stored")
                 await StdioConduit(session_id=args.session).serve(manager)

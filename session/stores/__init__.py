@@ -9,17 +9,30 @@
     StoreCheckpoints  such a store as the ``cognitive.Checkpoints`` a search saves its progress to
     MemoryStore       in this process's memory: fast, gone when the process ends
     SQLiteStore       an SQLite file: the embedded durable default, survives a killed process
-    open_store        the store a URL names: ``memory://`` or ``sqlite:///path/to.db``
+    PostgresStore     a PostgreSQL database that any number of processes can share (the ``postgres`` extra)
+    open_store        the store a URL names: ``memory://``, ``sqlite:///path/to.db``, ``postgresql://user@host/db``
+    register_store    teach ``open_store`` a URL scheme (or name an opener in the ``cognitive_loop.stores``
+                      entry points)
 
 ``session.testing.check_store`` checks any store of your own against the contract.
 """
 
+from typing import TYPE_CHECKING
+
+from session._lazy import exports
 from session.stores._checkpoints import StoreCheckpoints
 from session.stores._memory import MemoryStore
-from session.stores._open import open_store
+from session.stores._open import known_schemes, open_store, register_store
 from session.stores._protocol import (CheckpointStore, DeletingStore, InboxStore, ListingStore, Store, StoreConflict,
                                      StoredSession, StoreError)
 from session.stores._sqlite import SQLiteStore
 
-__all__ = ["CheckpointStore", "DeletingStore", "InboxStore", "ListingStore", "MemoryStore", "SQLiteStore", "Store",
-           "StoreCheckpoints", "StoreConflict", "StoreError", "StoredSession", "open_store"]
+if TYPE_CHECKING:
+    from session.stores._postgres import PostgresStore
+
+__all__ = ["CheckpointStore", "DeletingStore", "InboxStore", "ListingStore", "MemoryStore", "PostgresStore",
+           "SQLiteStore", "Store", "StoreCheckpoints", "StoreConflict", "StoreError", "StoredSession", "known_schemes",
+           "open_store", "register_store"]
+
+# PostgresStore loads psycopg (the postgres extra) on first use only.
+__getattr__, __dir__ = exports(__name__, {"session.stores._postgres": ("PostgresStore",)})
