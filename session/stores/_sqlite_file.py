@@ -151,9 +151,9 @@ def read_blobs(conn: sqlite3.Connection, texts: Iterable[str]) -> dict[str, byte
 def forget_blobs(conn: sqlite3.Connection, session_id: str) -> None:
     """Forget that conversation ``session_id`` uses any blobs, and drop the blobs no other conversation uses, in
     the caller's transaction."""
-    conn.execute("DELETE FROM blobs WHERE digest IN (SELECT digest FROM blob_uses WHERE session_id = ?1) AND NOT "
-                 "EXISTS (SELECT 1 FROM blob_uses AS u WHERE u.digest = blobs.digest AND u.session_id != ?1)",
-                 (session_id,))
+    conn.execute("DELETE FROM blobs WHERE digest IN (SELECT digest FROM blob_uses WHERE session_id = :id) AND NOT "
+                 "EXISTS (SELECT 1 FROM blob_uses AS u WHERE u.digest = blobs.digest AND u.session_id != :id)",
+                 {"id": session_id})
     conn.execute("DELETE FROM blob_uses WHERE session_id = ?", (session_id,))
 
 
