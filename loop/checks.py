@@ -8,6 +8,8 @@ caller who passes it meant something else. With ``optional=True``, ``None`` pass
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Callable
 from typing import Any, Literal, overload
 
@@ -71,6 +73,14 @@ def positive_number(name: str, value: object, *, unit: str | None = None, option
         return float(value)
     kind = f"a positive number of {unit}" if unit else "a positive number"
     raise UsageError(f"{name} must be {kind}{' or None' if optional else ''}, got {value!r}")
+
+
+def non_negative_number(name: str, value: object, *, unit: str | None = None) -> float:
+    """``value`` as a ``float`` if it is a finite ``int`` or ``float`` of 0 or more; else ``UsageError``: "{name} must
+    be a number of {unit}, 0 or more, got …". Durations pass ``unit="seconds"``."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < math.inf:
+        return float(value)
+    raise UsageError(f"{name} must be {f'a number of {unit}' if unit else 'a number'}, 0 or more, got {value!r}")
 
 
 def field_check(check: Callable[..., object], **settings: Any) -> Callable[[Any, attrs.Attribute[Any], Any], None]:

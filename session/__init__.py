@@ -25,10 +25,12 @@ Errors, under the ``loop.errors`` tree:
     LoopError
     ├── StoreError                 a store cannot read or write; nothing was half-written
     │   └── StoreConflict              an append would leave a gap in the stored conversation
+    │       └── LeaseLost                  a write fenced off: another worker holds the conversation's lease
     ├── SessionBusy                a session's queue of waiting messages is full
     ├── SessionClosed              a message was sent to a closed session
     ├── SessionLimit               a manager already holds its most open sessions
-    │   └── ShuttingDown               the manager is stopping: it opens no session
+    │   ├── ShuttingDown               the manager is stopping: it opens no session
+    │   └── SessionElsewhere           another worker sharing the store runs the session, and did not let go
     ├── MCPToolError               an MCP server's tool failed or answered wrongly
     ├── MCPConnectionError         an MCP server could not be started or reached
     ├── A2AToolError               a remote A2A agent could not be reached or did not complete its task
@@ -45,7 +47,8 @@ if TYPE_CHECKING:
     from session._conduit import Conduit
     from session._events import (ApprovalAnswered, ApprovalRequested, Interrupted, MessageFailed, MessageFinished,
                                  MessageQueued, MessageStarted, StorePaused, TurnStored, TurnUpdated)
-    from session._manager import Manager, SessionLimit, ShuttingDown, StepFactory, current_checkpoints, step_factory
+    from session._manager import (Manager, SessionElsewhere, SessionLimit, ShuttingDown, StepFactory,
+                                  current_checkpoints, step_factory)
     from session._session import Message, Session, SessionBusy, SessionClosed, ToolResultsMismatch, TurnProcessor
     from session._stdio import StdioConduit
     from session.http import EventLog, EventReader, EventsLost, HTTPConduit, LoggedEvent, RateLimit, event_to_json
@@ -54,9 +57,9 @@ if TYPE_CHECKING:
     from session.openai import openai_app, openai_routes
     from session.a2a import A2AEndpoint, A2ATool, A2AToolError, a2a_routes, a2a_tool
     from session.agui import agui_routes
-    from session.stores import (CheckpointStore, DeletingStore, InboxStore, ListingStore, MemoryStore, PostgresStore,
-                                SQLiteStore, Store, StoreCheckpoints, StoreConflict, StoredSession, StoreError,
-                                open_store, register_store)
+    from session.stores import (CheckpointStore, DeletingStore, InboxStore, Lease, LeaseLost, LeaseStore, ListingStore,
+                                MemoryStore, PostgresStore, SQLiteStore, Store, StoreCheckpoints, StoreConflict,
+                                StoredSession, StoreError, open_store, register_store)
 
 __all__ = [
     "A2AEndpoint",
@@ -68,6 +71,9 @@ __all__ = [
     "Conduit",
     "DeletingStore",
     "InboxStore",
+    "Lease",
+    "LeaseLost",
+    "LeaseStore",
     "ListingStore",
     "EventLog",
     "EventReader",
@@ -96,6 +102,7 @@ __all__ = [
     "Session",
     "SessionBusy",
     "SessionClosed",
+    "SessionElsewhere",
     "SessionLimit",
     "ShuttingDown",
     "StdioConduit",
@@ -129,8 +136,8 @@ __getattr__, __dir__ = exports(__name__, {
     "session._conduit": ("Conduit",),
     "session._events": ("ApprovalAnswered", "ApprovalRequested", "Interrupted", "MessageFailed", "MessageFinished",
                         "MessageQueued", "MessageStarted", "StorePaused", "TurnStored", "TurnUpdated"),
-    "session._manager": ("Manager", "SessionLimit", "ShuttingDown", "StepFactory", "current_checkpoints",
-                         "step_factory"),
+    "session._manager": ("Manager", "SessionElsewhere", "SessionLimit", "ShuttingDown", "StepFactory",
+                         "current_checkpoints", "step_factory"),
     "session._session": ("Message", "Session", "SessionBusy", "SessionClosed", "ToolResultsMismatch", "TurnProcessor"),
     "session._stdio": ("StdioConduit",),
     "session.http": ("EventLog", "EventReader", "EventsLost", "HTTPConduit", "LoggedEvent", "RateLimit",
@@ -140,7 +147,7 @@ __getattr__, __dir__ = exports(__name__, {
     "session.openai": ("openai_app", "openai_routes"),
     "session.agui": ("agui_routes",),
     "session.a2a": ("A2AEndpoint", "A2ATool", "A2AToolError", "a2a_routes", "a2a_tool"),
-    "session.stores": ("CheckpointStore", "DeletingStore", "InboxStore", "ListingStore", "MemoryStore", "PostgresStore",
-                       "SQLiteStore", "Store", "StoreCheckpoints", "StoreConflict", "StoreError", "StoredSession",
-                       "open_store", "register_store"),
+    "session.stores": ("CheckpointStore", "DeletingStore", "InboxStore", "Lease", "LeaseLost", "LeaseStore",
+                       "ListingStore", "MemoryStore", "PostgresStore", "SQLiteStore", "Store", "StoreCheckpoints",
+                       "StoreConflict", "StoreError", "StoredSession", "open_store", "register_store"),
 })

@@ -225,7 +225,8 @@ def parser() -> argparse.ArgumentParser:
         cmd.add_argument("--provider", help="openai:MODEL, anthropic:MODEL or openai-compatible:MODEL@URL")
         cmd.add_argument("--store", default=DEFAULT_STORE,
                          help="memory://, or sqlite:///path.db relative to the working directory, or "
-                              "sqlite:////abs/path.db (four slashes) for an absolute path; the folder must exist "
+                              "sqlite:////abs/path.db (four slashes) for an absolute path; the folder must exist; "
+                              "or postgresql://user@host/db, which several servers may share "
                               f"(default {DEFAULT_STORE})")
         cmd.add_argument("--approval-timeout", type=_seconds, default="3600", metavar="SECONDS",
                          help="how long tool calls that need approval wait for an answer before they are denied "
@@ -245,6 +246,9 @@ def parser() -> argparse.ArgumentParser:
                              help="read the bearer token from the first line of this file")
             _limit_flags(cmd, name)
         if name == "serve":
+            cmd.add_argument("--lease-ttl", type=_seconds, default="5", metavar="SECONDS",
+                             help="with a store several servers share (postgresql://): how long a server that stopped "
+                                  "answering keeps its conversations from the others (default: %(default)s)")
             cmd.add_argument("--openai-approvals", choices=("deny", "allow"), default="deny",
                              help="what the OpenAI-compatible API does with tool calls that need approval, since "
                                   "its clients cannot be asked: deny them (default) or allow them")
@@ -281,8 +285,9 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
         await _close(provider)
         raise
     try:
+        leases = {"lease_ttl": args.lease_ttl} if args.command == "serve" else {}
         manager = Manager(new_turn_processor(factory), provider=provider, store=store, make_step=make_step,
-                          deps=deps, approval_timeout=args.approval_timeout)
+                          deps=deps, approval_timeout=args.approval_timeout, **leases)
         async with manager:
             tune_collector()  # everything alive now lives as long as the process
             if args.command == "chat":
@@ -308,7 +313,7 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
                         say(f"serving the agent as MCP tool {args.tool!r} on {await group.start(mcp.serve, manager)}")
                 else:
                     await serve_until_signalled(manager, mcp.serve, lambda url: say(
-                        f"serving the agent as MCP tool {args.tool!r} on {url}"))
+                        f"serving the agent as MCP tool {args.tool!r} on {url}"), args.shutdown_grace)
             else:
                 from session.http._conduit import HTTPConduit
 
@@ -327,25 +332,33 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> None:
                 await serve_until_signalled(manager, conduit.serve, lambda url: say(
                     f"serving on {url}: {f'the chat page at {url}/, ' if args.page else ''}sessions under /sessions, "
                     f"OpenAI-compatible API under /v1, AG-UI at /agui, {mcp_at}OpenAPI at /openapi.json"
-                    f"{'' if token else ' (no token: this machine only)'}"))
+                    f"{'' if token else ' (no token: this machine only)'}"), args.shutdown_grace)
     finally:
         await _close(store, provider)
 
 
 async def serve_until_signalled(manager: Manager, serve: Callable[..., Coroutine[Any, Any, None]],
-                                started: Callable[[str], None]) -> None:
+                                started: Callable[[str], None], grace: float = 0.0) -> None:
     """Run ``serve(manager)`` (a conduit's, started with ``task_status``; ``started`` hears its URL) until SIGINT
     or SIGTERM, then shut down as servers do: the manager stops (no new session; every run in flight is
     cancelled, its open tool calls answered "cancelled" and stored, so each request waiting on one is answered
     at once that the server is shutting down) while the conduit stops accepting connections and waits, for at
-    most its ``shutdown_timeout``, for those answers to go out. Returns normally: the process exits 0."""
+    most its ``shutdown_timeout``, for those answers to go out. Returns normally: the process exits 0.
+
+    With leases (a store several servers share), the manager drains instead: it opens no more sessions (those
+    requests get 503, for the load balancer to send elsewhere) and gives the runs in flight ``grace`` seconds to
+    finish before it stops the rest; each conversation's lease is let go as its run ends, so another server takes
+    it over at once, and a posted message cut short runs again there."""
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with anyio.create_task_group() as group:
             started(await group.start(serve, manager))
             async for received in signals:
                 tracing.logger("session.cli").info("shutting down", signal=signal.Signals(received).name)
                 break
-            await manager.stop()
+            if manager.leasing is not None:
+                await manager.drain(grace)
+            else:
+                await manager.stop()
             group.cancel_scope.cancel()
 
 

@@ -16,13 +16,14 @@ import anyio.abc
 
 from loop import (EventBus, LoopError, Provider, State, Step, Tool, ToolRunner, Turn, TurnExecutor, UsageError, has,
                   tracing)
-from loop.checks import positive_int, positive_number
+from loop.checks import non_negative_number, positive_int, positive_number
 from session._groups import unwrap
+from session._leases import Leasing
 from session._resume import history_of, resume
 from session._session import Session, TurnProcessor
 from session.stores._checkpoints import StoreCheckpoints
 from session.stores._memory import MemoryStore
-from session.stores._protocol import CheckpointStore, InboxStore, Store, check_session_id
+from session.stores._protocol import CheckpointStore, InboxStore, LeaseLost, LeaseStore, Store, check_session_id
 from cognitive import Checkpoints, Pattern
 
 StepFactory = Callable[[Provider, EventBus], TurnExecutor]
@@ -78,6 +79,11 @@ class ShuttingDown(SessionLimit):
     """Raised when a session is opened while the manager stops (see ``Manager.stop``)."""
 
 
+class SessionElsewhere(SessionLimit):
+    """Raised when a session is opened while another worker sharing the store holds its lease, and it did not let
+    go within the manager's ``lease_wait`` (see ``Manager``): the conversation is busy elsewhere."""
+
+
 def step_factory(tools: Sequence[Tool] = (), **settings: Any) -> StepFactory:
     """A factory making ``Step(provider, tools=tools, events=events, **settings)`` for each session."""
     tools = tuple(tools)
@@ -113,6 +119,14 @@ class Manager:
 
     ``deps`` are the application's dependencies every session's runs see (``loop.RunContext.deps``; a message may
     bring its own), and ``approval_timeout`` how long tool calls wait for approval before they are denied.
+
+    With a store that several processes share and that leases conversations (``LeaseStore``, as ``PostgresStore``
+    does), the manager runs a conversation only while it holds its lease (see ``session._leases``): opening a
+    session takes the lease, waiting up to ``lease_wait`` seconds for another worker to let go of it
+    (``SessionElsewhere`` after that); a session idle for ``lease_idle`` seconds is closed and its lease let go;
+    leases are renewed every third of ``lease_ttl``, and one lost (taken over) closes its session. A worker that
+    dies loses its leases within ``lease_ttl`` seconds, and the other workers take over the conversations with
+    messages waiting. ``holder`` names this worker in the leases (by default its host, process and a random part).
     """
 
     def __init__(
@@ -128,6 +142,10 @@ class Manager:
         queue_size: int = 64,
         deps: Any = None,
         approval_timeout: float = 3600.0,
+        lease_ttl: float = 5.0,
+        lease_idle: float = 1.0,
+        lease_wait: float = 30.0,
+        holder: str | None = None,
     ) -> None:
         _check_processor(processor)
         if isinstance(provider, str):
@@ -158,9 +176,11 @@ class Manager:
         self.queue_size = queue_size
         self.deps = deps
         self.approval_timeout = float(approval_timeout)
+        self.leasing = (Leasing(self.store, ttl=lease_ttl, idle=lease_idle, wait=lease_wait, holder=holder)
+                        if isinstance(self.store, LeaseStore) else None)
         self._sessions: dict[str, Session] = {}
         self._group: anyio.abc.TaskGroup | None = None
-        self._opening = anyio.Lock()
+        self._opening: dict[str, tuple[anyio.Lock, list[int]]] = {}  # per session id: its lock, how many use it
         self._workers: dict[Session, anyio.Event] = {}  # set when the session's worker has stopped
         self.stopping = False
 
@@ -168,6 +188,8 @@ class Manager:
         self._group = anyio.create_task_group()
         await self._group.__aenter__()
         self._group.start_soon(self._reap_idle)
+        if self.leasing is not None:
+            self._group.start_soon(self.leasing.keep, self.sessions, self.close, self._adopt)
         try:
             await self._resume_waiting()
         except BaseException as exc:
@@ -176,8 +198,13 @@ class Manager:
         return self
 
     async def _resume_waiting(self) -> None:
-        """Open the conversations whose inbox holds messages a stopped process did not finish: they run now."""
+        """Open the conversations whose inbox holds messages a stopped process did not finish: they run now (with
+        leases, those no other worker holds)."""
         if not isinstance(self.store, InboxStore):
+            return
+        if self.leasing is not None:
+            for session_id in await self.leasing.store.lapsed():
+                await self._adopt(session_id)
             return
         for session_id in await self.store.inboxes():
             if len(self._sessions) >= self.max_sessions:
@@ -189,6 +216,20 @@ class Manager:
                 await self.open(session_id)
             except Exception as exc:  # the others still resume; this one does when it is next opened
                 _log.warning("could not resume a session", session=session_id, error=repr(exc))
+
+    async def _adopt(self, session_id: str) -> None:
+        """Take over a conversation whose messages wait with nobody holding its lease (a worker stopped), if it is
+        still free and this manager has room for it."""
+        if self.stopping or session_id in self._sessions or len(self._sessions) >= self.max_sessions:
+            return
+        try:
+            await self.open(session_id, wait=False)
+        except SessionLimit:
+            pass  # another worker took it first, or this one filled up meanwhile
+        except Exception as exc:  # the others are still taken over; this one at the next sweep
+            _log.warning("could not take over a session", session=session_id, error=repr(exc))
+        else:
+            _log.info("took over a session with messages waiting", session=session_id)
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> bool | None:
@@ -227,10 +268,12 @@ class Manager:
         """The open sessions."""
         return tuple(self._sessions.values())
 
-    async def open(self, session_id: str | None = None, *, history: Sequence[Turn] = ()) -> Session:
+    async def open(self, session_id: str | None = None, *, history: Sequence[Turn] = (), wait: bool = True
+                   ) -> Session:
         """The session with ``session_id``: already open, resumed from the store, or new. Without an id, a
         new session with an unguessable id. A new session starts from ``history`` (stored first); an
-        existing one keeps its own and ignores it."""
+        existing one keeps its own and ignores it. With leases, ``wait`` says whether to wait for another worker
+        to let go of the session (see the class)."""
         if self._group is None:
             raise UsageError("open sessions inside 'async with manager:'")
         if self.stopping:
@@ -238,25 +281,51 @@ class Manager:
         if session_id is None:
             session_id = secrets.token_urlsafe(18)
         check_session_id(session_id)
-        async with self._opening:
-            session = self._sessions.get(session_id)
-            if session is not None:
-                return session
-            if len(self._sessions) >= self.max_sessions:
-                raise SessionLimit(f"{len(self._sessions)} sessions are open, the most this manager allows")
+        session = self._sessions.get(session_id)
+        if session is not None:
+            return session
+        lock, users = self._opening.setdefault(session_id, (anyio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                return await self._open(session_id, history, wait)
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._opening[session_id]
+
+    async def _open(self, session_id: str, history: Sequence[Turn], wait: bool) -> Session:
+        session = self._sessions.get(session_id)
+        if session is not None:
+            return session
+        if len(self._sessions) >= self.max_sessions:
+            raise SessionLimit(f"{len(self._sessions)} sessions are open, the most this manager allows")
+        leasing = self.leasing
+        if leasing is not None and not await leasing.take(session_id, wait=wait):
+            raise SessionElsewhere(f"session {session_id!r} is running on another worker, which did not let go of "
+                                   f"it within {leasing.wait if wait else 0:g} s; try again later")
+        try:
             resumed = await resume(self.store, session_id)
             state = resumed.state
             if state is None and history:
                 await self.store.append(session_id, 0, tuple(history), {})
                 state = State(tuple(history))
-            events = EventBus()
-            session = Session(session_id, step=self.make_step(self.provider, events), processor=self.processor,
-                              store=self.store, state=state, events=events, queue_size=self.queue_size,
-                              waiting=resumed.waiting, deps=self.deps, approval_timeout=self.approval_timeout)
-            self._sessions[session_id] = session
-            self._workers[session] = anyio.Event()
-            self._group.start_soon(self._serve, session)
-            return session
+            if self._group is None or self.stopping:
+                raise ShuttingDown("the server is shutting down: it opens no more sessions")
+            if len(self._sessions) >= self.max_sessions:
+                raise SessionLimit(f"{len(self._sessions)} sessions are open, the most this manager allows")
+        except BaseException:
+            if leasing is not None:
+                await leasing.release(session_id)
+            raise
+        events = EventBus()
+        session = Session(session_id, step=self.make_step(self.provider, events), processor=self.processor,
+                          store=self.store, state=state, events=events, queue_size=self.queue_size,
+                          waiting=resumed.waiting, deps=self.deps, approval_timeout=self.approval_timeout)
+        self._sessions[session_id] = session
+        self._workers[session] = anyio.Event()
+        self._group.start_soon(self._serve, session)
+        return session
 
     async def history(self, session_id: str) -> State | None:
         """Conversation ``session_id``: the open session's, else the stored one as it will be when resumed
@@ -288,13 +357,29 @@ class Manager:
         for session_id in list(self._sessions):
             await self.close(session_id)
 
+    async def drain(self, grace: float) -> None:
+        """Shut down gently: open no more sessions (``ShuttingDown``, so a load balancer sends the next request to
+        another worker), give the messages running or waiting up to ``grace`` seconds to finish, then ``stop``.
+        With leases, each session's lease is let go as its worker stops, so another worker takes the conversation
+        over at once (a message ``stop`` cut short runs again there from its start, when it was posted)."""
+        non_negative_number("grace", grace, unit="seconds")
+        self.stopping = True
+        with anyio.move_on_after(grace):
+            while any(session.busy for session in self._sessions.values()):
+                await anyio.sleep(0.05)
+        await self.stop()
+
     async def _serve(self, session: Session) -> None:
         _checkpoints.set(self.checkpoints)  # this task's own context: what its runs see in current_checkpoints()
         try:
             await session.serve()
+        except LeaseLost as exc:  # its lease was taken over while it wrote: the new holder runs it now
+            _log.warning("a session stopped: its lease was taken over", session=session.id, error=str(exc))
         finally:
             if self._sessions.get(session.id) is session:
                 del self._sessions[session.id]
+            if self.leasing is not None:
+                await self.leasing.release(session.id)
             stopped = self._workers.pop(session, None)
             if stopped is not None:
                 stopped.set()

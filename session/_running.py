@@ -19,6 +19,7 @@ from session._events import Interrupted, MessageFailed, MessageFinished, Message
 from session._groups import unwrap
 from session._mainline import describe, extends, pause, record_failure, store_failed
 from session._message import NO_DEPS, Queued, before, role_of, run_message
+from session.stores._protocol import LeaseLost
 
 if TYPE_CHECKING:
     from session._session import Session
@@ -128,6 +129,12 @@ async def run_once(session: Session, item: Queued) -> bool:
     except Exception as raised:
         # A processor's own task group wraps the one error that failed it: report that error.
         exc = unwrap(raised) if isinstance(raised, ExceptionGroup) else raised
+        if isinstance(exc, LeaseLost):  # another worker took the conversation over: it runs the message now
+            _log.warning("lease lost: the message stops here", session=session.id, message=item.id, error=str(exc))
+            session.events.publish(MessageFailed(item.id, str(exc), type(exc).__name__))
+            session._finish(item, exc)
+            await session.close()  # nothing more of it may be written; its waiting messages stay in the inbox
+            return True
         if item.posted and store_failed(exc) and not session.closed:
             session.store_failing = f"{type(exc).__name__}: {exc}"
             return False

@@ -79,19 +79,20 @@ PUBLIC = {
     ],
     "session": [
         "A2AEndpoint", "A2ATool", "A2AToolError", "ApprovalAnswered", "ApprovalRequested", "CheckpointStore", "Conduit",
-        "DeletingStore", "EventLog", "EventReader", "EventsLost", "HTTPConduit", "InboxStore", "Interrupted",
-        "ListingStore", "LoggedEvent", "MCPConduit", "MCPConnectionError", "MCPHTTPServer", "MCPServer",
-        "MCPStdioServer", "MCPTool", "MCPToolError", "MCPTools", "Manager", "MemoryStore", "Message", "MessageFailed",
-        "MessageFinished", "MessageQueued", "MessageStarted", "PostgresStore", "RateLimit", "SQLiteStore", "Session",
-        "SessionBusy", "SessionClosed", "SessionLimit", "ShuttingDown", "StdioConduit", "StepFactory", "Store",
-        "StoreCheckpoints", "StoreConflict", "StoreError", "StorePaused", "StoredSession", "ToolResultsMismatch",
-        "TurnProcessor", "TurnStored", "TurnUpdated", "a2a_routes", "a2a_tool", "agui_routes", "current_checkpoints",
-        "event_to_json", "open_store", "openai_app", "openai_routes", "register_store", "step_factory", "tune_collector"
+        "DeletingStore", "EventLog", "EventReader", "EventsLost", "HTTPConduit", "InboxStore", "Interrupted", "Lease",
+        "LeaseLost", "LeaseStore", "ListingStore", "LoggedEvent", "MCPConduit", "MCPConnectionError", "MCPHTTPServer",
+        "MCPServer", "MCPStdioServer", "MCPTool", "MCPToolError", "MCPTools", "Manager", "MemoryStore", "Message",
+        "MessageFailed", "MessageFinished", "MessageQueued", "MessageStarted", "PostgresStore", "RateLimit",
+        "SQLiteStore", "Session", "SessionBusy", "SessionClosed", "SessionElsewhere", "SessionLimit", "ShuttingDown",
+        "StdioConduit", "StepFactory", "Store", "StoreCheckpoints", "StoreConflict", "StoreError", "StorePaused",
+        "StoredSession", "ToolResultsMismatch", "TurnProcessor", "TurnStored", "TurnUpdated", "a2a_routes", "a2a_tool",
+        "agui_routes", "current_checkpoints", "event_to_json", "open_store", "openai_app", "openai_routes",
+        "register_store", "step_factory", "tune_collector",
     ],
     "session.stores": [
-        "CheckpointStore", "DeletingStore", "InboxStore", "ListingStore", "MemoryStore", "PostgresStore", "SQLiteStore",
-        "Store", "StoreCheckpoints", "StoreConflict", "StoreError", "StoredSession", "known_schemes", "open_store",
-        "register_store"
+        "CheckpointStore", "DeletingStore", "InboxStore", "Lease", "LeaseLost", "LeaseStore", "ListingStore",
+        "MemoryStore", "PostgresStore", "SQLiteStore", "Store", "StoreCheckpoints", "StoreConflict", "StoreError",
+        "StoredSession", "known_schemes", "open_store", "register_store",
     ],
     "session.a2a": [
         "A2AEndpoint", "A2ATool", "A2AToolError", "CARD_PATHS", "a2a_routes", "a2a_tool"

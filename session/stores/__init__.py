@@ -5,6 +5,8 @@
     InboxStore        a store that keeps messages until they are run (an optional ability)
     CheckpointStore   a store that keeps checkpoints, a long run's saved progress (an optional ability)
     ListingStore      a store that can list its conversations, newest first (an optional ability)
+    LeaseStore        a store that leases each conversation to one worker of many (an optional ability)
+    Lease, LeaseLost  a worker's lease of a conversation; the error of a write fenced off by a newer lease
     StoredSession     what a listing says of one conversation: id, title, turns, when updated
     StoreCheckpoints  such a store as the ``cognitive.Checkpoints`` a search saves its progress to
     MemoryStore       in this process's memory: fast, gone when the process ends
@@ -23,14 +25,14 @@ from session._lazy import exports
 from session.stores._checkpoints import StoreCheckpoints
 from session.stores._memory import MemoryStore
 from session.stores._open import known_schemes, open_store, register_store
-from session.stores._protocol import (CheckpointStore, DeletingStore, InboxStore, ListingStore, Store, StoreConflict,
-                                     StoredSession, StoreError)
+from session.stores._protocol import (CheckpointStore, DeletingStore, InboxStore, Lease, LeaseLost, LeaseStore,
+                                     ListingStore, Store, StoreConflict, StoredSession, StoreError)
 from session.stores._sqlite import SQLiteStore
 
 if TYPE_CHECKING:
     from session.stores._postgres import PostgresStore
 
-__all__ = ["CheckpointStore", "DeletingStore", "InboxStore", "ListingStore", "MemoryStore", "PostgresStore",
+__all__ = ["CheckpointStore", "DeletingStore", "InboxStore", "Lease", "LeaseLost", "LeaseStore", "ListingStore", "MemoryStore", "PostgresStore",
            "SQLiteStore", "Store", "StoreCheckpoints", "StoreConflict", "StoreError", "StoredSession", "known_schemes",
            "open_store", "register_store"]
 

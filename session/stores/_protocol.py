@@ -109,6 +109,55 @@ class CheckpointStore(Store, Protocol):
     async def drop_checkpoint(self, key: str) -> None: ...
 
 
+class LeaseLost(StoreConflict):
+    """Raised when a write of a conversation is fenced off: another worker holds its lease, or took it over from
+    this store's (whose epoch is now stale). Nothing of the write was written; the writer must stop running the
+    conversation (a ``Manager`` closes its session)."""
+
+
+@attrs.frozen
+class Lease:
+    """A worker's right to run one conversation: ``holder`` (the worker's id), its ``epoch`` (a number that grows
+    with each new holder, the fencing token the store checks on every write of the holder's), and when it lapses
+    (``expires``, seconds since the epoch by the store's clock) unless renewed."""
+
+    session_id: str
+    holder: str
+    epoch: int
+    expires: float
+
+
+@runtime_checkable
+class LeaseStore(Store, Protocol):
+    """The optional ability to lease conversations to one worker at a time, for a store that several processes
+    share (``PostgresStore`` has it): a ``Manager`` given such a store runs a conversation only while it holds its
+    lease.
+
+    ``acquire`` gives ``holder`` the lease of conversation ``session_id`` for ``ttl`` seconds when nobody holds it,
+    when its holder let it lapse (its ``expires`` has passed), or when ``holder`` holds it already (then it is
+    renewed, same epoch); otherwise ``None``. A lease that changes hands gets a new, higher epoch. From then on
+    this store fences the conversation's writes (``append``, ``done``, ``delete``): each checks, in the write's
+    own transaction, that the lease it holds is still the conversation's (same holder and epoch) and raises
+    ``LeaseLost`` otherwise, writing nothing. A lapsed lease nobody has taken yet is still the conversation's.
+    A store that holds no lease of a conversation may not write it while another holder's lease is live
+    (``LeaseLost``); ``post`` is never fenced: any worker may queue a message for the holder.
+
+    ``renew`` extends, to ``ttl`` seconds from now, every lease ``holder`` still holds, and returns their
+    conversations' ids, sorted: one that is missing was taken over. ``release`` gives up ``holder``'s lease of
+    ``session_id`` at once (releasing one it does not hold changes nothing). ``lapsed`` returns the ids of the
+    conversations with messages waiting in their inbox (``InboxStore``) whose lease is free or lapsed: the work a
+    stopped worker left for another to take over. Failures raise ``StoreError``.
+    """
+
+    async def acquire(self, session_id: str, holder: str, ttl: float) -> Lease | None: ...
+
+    async def renew(self, holder: str, ttl: float) -> tuple[str, ...]: ...
+
+    async def release(self, session_id: str, holder: str) -> None: ...
+
+    async def lapsed(self) -> tuple[str, ...]: ...
+
+
 @attrs.frozen
 class StoredSession:
     """What a listing says of one stored conversation: its ``id``, a ``title`` (its first user message's text, cut

@@ -1,0 +1,96 @@
+"""A ``LeaseStore`` in memory for the manager's lease tests: ``Shared`` is the database, and each ``Worker`` a
+store one process would hold on it, remembering the leases it took and fencing its writes by their epochs, as
+``PostgresStore`` does. Two managers on two workers of one ``Shared`` act as two processes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from loop import State, Turn
+from session import MemoryStore
+from session.stores import Lease
+from session.stores._protocol import LeaseLost
+
+
+class Shared:
+    """The conversations, inboxes and leases every worker sees."""
+
+    def __init__(self) -> None:
+        self.store = MemoryStore()
+        self.leases: dict[str, tuple[str, int, float]] = {}  # session id -> holder, epoch, expires (monotonic)
+
+    def take_over(self, session_id: str, holder: str) -> None:
+        """Give the lease to ``holder`` now, lapsed or not (as if its holder had stalled past the ttl)."""
+        _, epoch, _ = self.leases.get(session_id, ("", 0, 0.0))
+        self.leases[session_id] = (holder, epoch + 1, time.monotonic() + 3600)
+
+
+class Worker:
+    """One process's store on ``shared``."""
+
+    def __init__(self, shared: Shared) -> None:
+        self.shared = shared
+        self.epochs: dict[str, int] = {}
+
+    def _fence(self, session_id: str) -> None:
+        lease = self.shared.leases.get(session_id)
+        mine = self.epochs.get(session_id)
+        if mine is not None:
+            if lease is None or lease[1] != mine:
+                raise LeaseLost(f"session {session_id!r} was taken over")
+        elif lease is not None and lease[2] > time.monotonic():
+            raise LeaseLost(f"session {session_id!r} is leased to {lease[0]}")
+
+    async def load(self, session_id: str) -> State | None:
+        return await self.shared.store.load(session_id)
+
+    async def append(self, session_id: str, start: int, turns: Sequence[Turn], meta: Mapping[str, Any]) -> None:
+        self._fence(session_id)
+        await self.shared.store.append(session_id, start, turns, meta)
+
+    async def post(self, session_id: str, message: Turn) -> None:
+        await self.shared.store.post(session_id, message)
+
+    async def inbox(self, session_id: str) -> tuple[Turn, ...]:
+        return await self.shared.store.inbox(session_id)
+
+    async def inboxes(self) -> tuple[str, ...]:
+        return await self.shared.store.inboxes()
+
+    async def done(self, session_id: str, message_id: str) -> None:
+        self._fence(session_id)
+        await self.shared.store.done(session_id, message_id)
+
+    async def acquire(self, session_id: str, holder: str, ttl: float) -> Lease | None:
+        now = time.monotonic()
+        found = self.shared.leases.get(session_id)
+        if found is not None and found[0] != holder and found[2] > now:
+            return None
+        epoch = found[1] if found is not None and found[0] == holder else (found[1] + 1 if found else 1)
+        self.shared.leases[session_id] = (holder, epoch, now + ttl)
+        self.epochs[session_id] = epoch
+        return Lease(session_id, holder, epoch, time.time() + ttl)
+
+    async def renew(self, holder: str, ttl: float) -> tuple[str, ...]:
+        now = time.monotonic()
+        kept = []
+        for session_id, (who, epoch, _) in self.shared.leases.items():
+            if who == holder:
+                self.shared.leases[session_id] = (who, epoch, now + ttl)
+                kept.append(session_id)
+        for session_id in set(self.epochs) - set(kept):
+            del self.epochs[session_id]
+        return tuple(sorted(kept))
+
+    async def release(self, session_id: str, holder: str) -> None:
+        found = self.shared.leases.get(session_id)
+        if found is not None and found[0] == holder:
+            self.shared.leases[session_id] = (holder, found[1], 0.0)
+        self.epochs.pop(session_id, None)
+
+    async def lapsed(self) -> tuple[str, ...]:
+        now = time.monotonic()
+        return tuple(s for s in await self.shared.store.inboxes()
+                     if s not in self.shared.leases or self.shared.leases[s][2] <= now)
