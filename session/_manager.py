@@ -7,6 +7,7 @@ import os
 import secrets
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from contextvars import ContextVar
 from types import TracebackType
 from typing import Any, cast
@@ -27,6 +28,7 @@ from session.stores._protocol import CheckpointStore, InboxStore, LeaseLost, Lea
 from cognitive import Checkpoints, Pattern
 
 StepFactory = Callable[[Provider, EventBus], TurnExecutor]
+Watcher = Callable[[Session], AbstractAsyncContextManager[object]]
 _log = tracing.logger("session.manager")
 _checkpoints: ContextVar[Checkpoints | None] = ContextVar("session_checkpoints", default=None)
 
@@ -182,6 +184,7 @@ class Manager:
         self._group: anyio.abc.TaskGroup | None = None
         self._opening: dict[str, tuple[anyio.Lock, list[int]]] = {}  # per session id: its lock, how many use it
         self._workers: dict[Session, anyio.Event] = {}  # set when the session's worker has stopped
+        self._watchers: list[Watcher] = []
         self.stopping = False
 
     async def __aenter__(self) -> Manager:
@@ -357,6 +360,14 @@ class Manager:
         for session_id in list(self._sessions):
             await self.close(session_id)
 
+    def watch(self, watcher: Watcher) -> None:
+        """Run each session's worker from now on inside ``watcher(session)``, an async context manager entered as
+        the worker starts and left once it has stopped (every write of it done): a conduit publishing the events
+        of every session this process runs, say. A watcher that raises on entry stops that session."""
+        if not callable(watcher):
+            raise UsageError(f"watch takes a function (session) -> async context manager, got {watcher!r}")
+        self._watchers.append(watcher)
+
     async def drain(self, grace: float) -> None:
         """Shut down gently: open no more sessions (``ShuttingDown``, so a load balancer sends the next request to
         another worker), give the messages running or waiting up to ``grace`` seconds to finish, then ``stop``.
@@ -372,7 +383,15 @@ class Manager:
     async def _serve(self, session: Session) -> None:
         _checkpoints.set(self.checkpoints)  # this task's own context: what its runs see in current_checkpoints()
         try:
-            await session.serve()
+            async with AsyncExitStack() as watched:
+                try:
+                    for watcher in self._watchers:
+                        await watched.enter_async_context(watcher(session))
+                except Exception as exc:
+                    _log.error("a watcher failed: the session stops", session=session.id, error=repr(exc))
+                    await session.close()
+                    return
+                await session.serve()
         except LeaseLost as exc:  # its lease was taken over while it wrote: the new holder runs it now
             _log.warning("a session stopped: its lease was taken over", session=session.id, error=str(exc))
         finally:
