@@ -360,13 +360,15 @@ class Manager:
         for session_id in list(self._sessions):
             await self.close(session_id)
 
-    def watch(self, watcher: Watcher) -> None:
+    def watch(self, watcher: Watcher) -> Callable[[], None]:
         """Run each session's worker from now on inside ``watcher(session)``, an async context manager entered as
         the worker starts and left once it has stopped (every write of it done): a conduit publishing the events
-        of every session this process runs, say. A watcher that raises on entry stops that session."""
+        of every session this process runs, say. A watcher that raises on entry stops that session. Returns a
+        function that stops the watching (for the sessions opened after)."""
         if not callable(watcher):
             raise UsageError(f"watch takes a function (session) -> async context manager, got {watcher!r}")
         self._watchers.append(watcher)
+        return lambda: self._watchers.remove(watcher) if watcher in self._watchers else None
 
     async def drain(self, grace: float) -> None:
         """Shut down gently: open no more sessions (``ShuttingDown``, so a load balancer sends the next request to

@@ -19,7 +19,7 @@ from loop import EventBus, Stamped, UsageError
 from loop.checks import non_negative_int, positive_int
 from session.http._wire import dumps, event_to_json
 
-__all__ = ["EventLog", "EventReader", "EventsLost", "LoggedEvent", "sse", "time_ids"]
+__all__ = ["EventLog", "EventReader", "EventsLost", "LoggedEvent", "encoded", "sse", "time_ids"]
 
 
 def time_ids() -> int:
@@ -47,6 +47,22 @@ class EventsLost:
 
 
 Entry = Union[LoggedEvent, EventsLost]
+
+
+def encoded(event: Any) -> tuple[str, str, bool]:
+    """An event as a log keeps it: its wire type, its JSON text, and whether the main line published it. A
+    ``Stamped`` event says the run path that published it (``"path"``, when there is one), and one off the main
+    line says ``"main": false``."""
+    main = True
+    if type(event) is Stamped:
+        data = event_to_json(event.event)
+        if event.path:
+            data["path"] = event.path
+        if not event.main:
+            main = data["main"] = False
+    else:
+        data = event_to_json(event)
+    return data["type"], dumps(data), main
 
 
 class EventLog:
@@ -92,19 +108,8 @@ class EventLog:
         return self._ring[(event_id - self._start) % self.size]
 
     def record(self, event: Any) -> LoggedEvent:
-        """Number and keep ``event`` (encoded for the wire now), evicting the oldest beyond ``size``. A
-        ``Stamped`` event is recorded with the run path that published it (``"path"``, when there is one), and
-        one off the main line with ``"main": false``."""
-        main = True
-        if type(event) is Stamped:
-            data = event_to_json(event.event)
-            if event.path:
-                data["path"] = event.path
-            if not event.main:
-                main = data["main"] = False
-        else:
-            data = event_to_json(event)
-        entry = LoggedEvent(self._next, data["type"], dumps(data), main)
+        """Number and keep ``event`` (``encoded`` for the wire now), evicting the oldest beyond ``size``."""
+        entry = LoggedEvent(self._next, *encoded(event))
         if len(self._ring) < self.size:
             self._ring.append(entry)
         else:

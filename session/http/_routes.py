@@ -41,6 +41,7 @@ event loop.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import secrets
@@ -66,10 +67,12 @@ from session.http._guards import Problem
 from session.http._history import (LIST_SIZE, OFF_LOOP_CHARS, fitting, listing, page_chunks, page_number, sent,
                                    text_size, utf8_size)
 from session.http._openapi import MAX_EVENT_ID, MAX_PAGE_SIZE, OPENAPI, OPENAPI_31, PAGE_SIZE
+from session.http._shared import feed_sse, publishing
 from session.http._streamed import Streamed
 from session.http._wire import json_response as _json
 from session.http._wire import read_message
 from session.openai._errors import OpenAIError
+from session.stores._protocol import FeedStore
 
 _log = tracing.logger("session.http")
 OPEN_PATHS = ("/healthz", "/openapi.json", "/openapi-3.1.json")  # need no token, and no read budget
@@ -113,6 +116,9 @@ class SessionRoutes:
         self.body_timeout = body_timeout
         self.max_conversation_bytes = max_conversation_bytes
         self.sessions: dict[str, _OpenSession] = {}  # by key
+        # A store several processes share carries the events between them (see ``_shared``).
+        self.feed = manager.store.event_feed() if isinstance(manager.store, FeedStore) else None
+        self._unwatch = None if self.feed is None else manager.watch(functools.partial(publishing, self.feed))
 
     @staticmethod
     def key(request: Request, session_id: str) -> str:
@@ -151,6 +157,8 @@ class SessionRoutes:
 
     def close(self) -> None:
         """End every event stream and stop recording (the app is going away)."""
+        if self._unwatch is not None:
+            self._unwatch()
         for owned in self.sessions.values():
             owned.log.close()
 
@@ -379,7 +387,11 @@ class SessionRoutes:
         branches = request.query_params.get("branches", "false")
         if branches not in ("true", "false"):
             raise Problem(400, "bad_query", f"'branches' must be true or false, got {branches!r}"[:200])
-        self._open(owned)
-        reader = owned.log.reader(int(header or query or "0"), branches=branches == "true")
-        return Streamed(sse(reader, self.keepalive), media_type="text/event-stream",
+        after = int(header or query or "0")
+        if self.feed is not None:  # wherever the session runs, its events are in the feed
+            stream = feed_sse(self.feed, owned.key, after, branches=branches == "true", keepalive=self.keepalive)
+        else:
+            self._open(owned)
+            stream = sse(owned.log.reader(after, branches=branches == "true"), self.keepalive)
+        return Streamed(stream, media_type="text/event-stream",
                         headers={"cache-control": "no-cache", "x-accel-buffering": "no"})

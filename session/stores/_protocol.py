@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -156,6 +156,56 @@ class LeaseStore(Store, Protocol):
     async def release(self, session_id: str, holder: str) -> None: ...
 
     async def lapsed(self) -> tuple[str, ...]: ...
+
+
+@runtime_checkable
+class FollowedEvent(Protocol):
+    """One event of a feed: its ``id`` (rising within its session), its wire ``type``, its JSON text ``data``, and
+    whether the conversation's main line published it (``main``)."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def data(self) -> str: ...
+
+    @property
+    def main(self) -> bool: ...
+
+
+class EventFollowing(Protocol):
+    """A follower of one session's events: an async iterator of them, each once and in order, closed with
+    ``aclose`` (or ``async with``). A step of it may be cancelled without losing an event."""
+
+    def __aiter__(self) -> AsyncIterator[FollowedEvent]: ...
+
+    async def __anext__(self) -> FollowedEvent: ...
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class EventFeed(Protocol):
+    """Sessions' events, published by whichever process runs a session and followed live by any process, which is
+    what lets a reader connected anywhere see a run that happens elsewhere. ``publish`` adds ``events`` (each its
+    wire type, JSON text and whether the main line published it) and returns their ids; ``follow`` gives a
+    follower of a session's events after an id. ``PostgresEvents`` is one."""
+
+    async def publish(self, session_id: str, events: Sequence[tuple[str, str, bool]]) -> list[int]: ...
+
+    def follow(self, session_id: str, after: int = 0) -> EventFollowing: ...
+
+
+@runtime_checkable
+class FeedStore(Store, Protocol):
+    """The optional ability of a store several processes share to carry its sessions' events between them:
+    ``event_feed`` returns its feed (the same one each time). ``PostgresStore`` has it; the HTTP conduit then
+    publishes the events of every session its process runs to it, and streams any session's from it."""
+
+    def event_feed(self) -> EventFeed: ...
 
 
 @attrs.frozen

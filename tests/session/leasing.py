@@ -1,4 +1,4 @@
-"""A ``LeaseStore`` in memory for the manager's lease tests: ``Shared`` is the database, and each ``Worker`` a
+"""A ``LeaseStore`` (and ``FeedStore``) in memory for the manager's lease tests: ``Shared`` is the database, and each ``Worker`` a
 store one process would hold on it, remembering the leases it took and fencing its writes by their epochs, as
 ``PostgresStore`` does. Two managers on two workers of one ``Shared`` act as two processes."""
 
@@ -7,6 +7,9 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import anyio
+import attrs
 
 from loop import State, Turn
 from session import MemoryStore
@@ -20,6 +23,7 @@ class Shared:
     def __init__(self) -> None:
         self.store = MemoryStore()
         self.leases: dict[str, tuple[str, int, float]] = {}  # session id -> holder, epoch, expires (monotonic)
+        self.feed = MemoryFeed()
 
     def take_over(self, session_id: str, holder: str) -> None:
         """Give the lease to ``holder`` now, lapsed or not (as if its holder had stalled past the ttl)."""
@@ -45,6 +49,9 @@ class Worker:
 
     async def load(self, session_id: str) -> State | None:
         return await self.shared.store.load(session_id)
+
+    def event_feed(self) -> MemoryFeed:
+        return self.shared.feed
 
     async def append(self, session_id: str, start: int, turns: Sequence[Turn], meta: Mapping[str, Any]) -> None:
         self._fence(session_id)
@@ -94,3 +101,51 @@ class Worker:
         now = time.monotonic()
         return tuple(s for s in await self.shared.store.inboxes()
                      if s not in self.shared.leases or self.shared.leases[s][2] <= now)
+
+
+@attrs.frozen
+class FedEvent:
+    id: int
+    type: str
+    data: str
+    main: bool
+
+
+class MemoryFeed:
+    """An ``EventFeed`` in memory, shared by the workers of one ``Shared``."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, FedEvent]] = []
+        self._changed = anyio.Event()
+
+    async def publish(self, session_id: str, events: Sequence[tuple[str, str, bool]]) -> list[int]:
+        ids = []
+        for type_, data, main in events:
+            event = FedEvent(len(self.events) + 1, type_, data, main)
+            self.events.append((session_id, event))
+            ids.append(event.id)
+        self._changed.set()
+        self._changed = anyio.Event()
+        return ids
+
+    def follow(self, session_id: str, after: int = 0) -> Following:
+        return Following(self, session_id, after)
+
+
+class Following:
+    def __init__(self, feed: MemoryFeed, session_id: str, after: int) -> None:
+        self.feed, self.session_id, self.position = feed, session_id, after
+
+    def __aiter__(self) -> Following:
+        return self
+
+    async def __anext__(self) -> FedEvent:
+        while True:
+            for session_id, event in self.feed.events[self.position:]:
+                self.position = event.id
+                if session_id == self.session_id:
+                    return event
+            await self.feed._changed.wait()
+
+    async def aclose(self) -> None:
+        pass
