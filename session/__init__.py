@@ -12,7 +12,7 @@ with a ``TurnProcessor`` (see ``cognitive.new_turn_processor``) and persists eve
     session.agui     agui_routes: the AG-UI route on its own
     session.mcp      MCPTools (the tools of MCP servers) and MCPConduit (the agent as an MCP tool)
     session.a2a      A2AEndpoint / a2a_routes (the agent over A2A) and a2a_tool (a remote A2A agent as a tool)
-    session.testing  check_store: the conformance check for a store of your own
+    session.testing  check_store, check_lease_store: the conformance checks for a store of your own
     python -m session chat|serve|mcp MODULE:FACTORY    the command line
 
 Every name here is also importable from ``session`` itself, and loads its module on first use: ``import

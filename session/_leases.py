@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from loop import UsageError, tracing
+from loop import tracing
 from loop.checks import non_negative_number, positive_number
-from session.stores._protocol import LeaseStore, StoreError
+from session.stores._protocol import LeaseStore, StoreError, check_holder
 
 if TYPE_CHECKING:
     from session._session import Session
@@ -53,15 +53,14 @@ class Leasing:
         self.ttl = positive_number("lease_ttl", ttl, unit="seconds")
         self.idle = positive_number("lease_idle", idle, unit="seconds")
         self.wait = non_negative_number("lease_wait", wait, unit="seconds")
-        if holder is not None and (not isinstance(holder, str) or not holder or len(holder) > 256):
-            raise UsageError(f"holder must be a non-empty string of at most 256 characters, got {holder!r}")
-        self.holder = holder or new_holder()
+        self.holder = new_holder() if holder is None else check_holder(holder)
         self.held: set[str] = set()
         self._renewed = time.monotonic()  # when every lease in ``held`` was last known to be ours
 
-    async def take(self, session_id: str, *, wait: bool = True) -> bool:
+    async def take(self, session_id: str, *, wait: bool = True, stopping: Callable[[], bool] = lambda: False
+                   ) -> bool:
         """Take the lease of ``session_id``: at once when it is free or lapsed, else (with ``wait``) once its holder
-        lets go, for at most ``self.wait`` seconds. Whether it is held now."""
+        lets go, for at most ``self.wait`` seconds, or until ``stopping()``. Whether it is held now."""
         deadline = time.monotonic() + (self.wait if wait else 0.0)
         delay = FIRST_POLL
         while True:
@@ -70,7 +69,7 @@ class Leasing:
                 self.held.add(session_id)
                 return True
             left = deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 or stopping():
                 return False
             await anyio.sleep(min(delay, left))
             delay = min(MAX_POLL, delay * 2)

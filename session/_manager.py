@@ -304,7 +304,9 @@ class Manager:
         if len(self._sessions) >= self.max_sessions:
             raise SessionLimit(f"{len(self._sessions)} sessions are open, the most this manager allows")
         leasing = self.leasing
-        if leasing is not None and not await leasing.take(session_id, wait=wait):
+        if leasing is not None and not await leasing.take(session_id, wait=wait, stopping=lambda: self.stopping):
+            if self.stopping:
+                raise ShuttingDown("the server is shutting down: it opens no more sessions")
             raise SessionElsewhere(f"session {session_id!r} is running on another worker, which did not let go of "
                                    f"it within {leasing.wait if wait else 0:g} s; try again later")
         try:

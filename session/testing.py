@@ -1,6 +1,7 @@
-"""A conformance check any ``Store`` implementation can run (``await check_store(make_store)``); it checks the
-optional abilities (``DeletingStore``, ``InboxStore``, ``CheckpointStore``, ``ListingStore``) too when the store has
-them."""
+"""Conformance checks for stores of your own: ``await check_store(make_store)`` runs the ``Store`` contract, and
+the optional abilities' (``DeletingStore``, ``InboxStore``, ``CheckpointStore``, ``ListingStore``) when the store
+has them; ``await check_lease_store(make_store)`` runs the ``LeaseStore`` contract, with stores that share one
+database acting as workers."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ import anyio
 
 from loop import File, Image, Reasoning, Role, Text, ToolCall, ToolResult, Turn, Usage, UsageError
 from loop.errors import ConformanceError
-from session.stores._protocol import CheckpointStore, DeletingStore, InboxStore, ListingStore, Store, StoreConflict
+from session.stores._protocol import (CheckpointStore, DeletingStore, InboxStore, Lease, LeaseLost, LeaseStore,
+                                     ListingStore, Store, StoreConflict)
+
+__all__ = ["ConformanceError", "check_lease_store", "check_store"]
 
 
 def _require(ok: bool, rule: str) -> None:
@@ -202,3 +206,144 @@ async def _check_inbox(store: InboxStore) -> None:
         await store.delete("box")
         _require(await store.inbox("box") == (), "deleting a conversation forgets its inbox")
 
+
+# Leases.
+
+LONG = 60.0  # a lease that stays live for as long as the check runs
+SHORT = 0.2  # a lease the check lets lapse: it waits WAIT seconds, never asks whether it is live yet
+WAIT = SHORT + 0.1
+
+
+async def _refused(call: Awaitable[Any], error: type[Exception], rule: str) -> None:
+    try:
+        await call
+    except error:
+        return
+    raise ConformanceError(f"store breaks the contract: {rule}")
+
+
+async def _allowed(call: Awaitable[Any], rule: str) -> None:
+    try:
+        await call
+    except LeaseLost as exc:
+        raise ConformanceError(f"store breaks the contract: {rule} (it raised {exc!r})"[:600]) from exc
+
+
+def _given(lease: Lease | None, rule: str) -> Lease:
+    _require(isinstance(lease, Lease), rule)
+    assert lease is not None  # for the type checker: _require raised otherwise
+    return lease
+
+
+async def check_lease_store(make_store: Callable[[], LeaseStore | Awaitable[LeaseStore]]) -> None:
+    """Run the ``LeaseStore`` contract against stores from ``make_store``, which all share one fresh database:
+    each store is one worker. Some leases are given a fraction of a second and waited out, so the check takes
+    about a second. It checks the inbox's part (``post`` unfenced, ``lapsed``) when the stores are
+    ``InboxStore``s and ``delete`` when they are ``DeletingStore``s; raises ``ConformanceError``."""
+    made = [make_store() for _ in range(3)]
+    a, b, plain = [await m if isinstance(m, Awaitable) else m for m in made]  # plain takes no lease until the race
+    for bad in (("", "worker-a", LONG), ("lease:x", "", LONG), ("lease:x", 7, LONG), ("lease:x", "worker-a", 0),
+                ("lease:x", "worker-a", -1.0)):
+        await _refused(a.acquire(*bad), UsageError, f"acquire{bad!r} must raise UsageError (a bad id, holder or ttl)")
+    for call, args in ((a.renew, ("", LONG)), (a.renew, ("worker-a", 0)), (a.release, ("", "worker-a")),
+                       (a.release, ("lease:x", ""))):
+        await _refused(call(*args), UsageError, f"{call.__name__}{args!r} must raise UsageError")
+    first = _given(await a.acquire("lease:1", "worker-a", LONG), "acquire of a free lease gives it to the holder")
+    _require((first.session_id, first.holder) == ("lease:1", "worker-a") and isinstance(first.epoch, int),
+             "a lease names its conversation, its holder and its epoch")
+    _require(await b.acquire("lease:1", "worker-b", LONG) is None, "acquire of a live lease another holds is None")
+    again = await a.acquire("lease:1", "worker-a", LONG)
+    _require(again is not None and again.epoch == first.epoch and again.expires >= first.expires,
+             "its holder acquiring a lease again renews it, with the same epoch")
+    await a.append("lease:1", 0, SAMPLE[:2], {})
+    await _check_fenced(b, "lease:1", 2, "a store holding no lease may not write while another's lease is live")
+    loaded = await plain.load("lease:1")
+    _require(loaded is not None and loaded.turns == SAMPLE[:2], "a write fenced off writes nothing")
+    await a.acquire("lease:2", "worker-a", LONG)
+    _require(await a.renew("worker-a", LONG) == ("lease:1", "lease:2") and await b.renew("worker-b", LONG) == (),
+             "renew returns the ids of the leases the holder holds, sorted")
+    await _check_takeover(a, b, plain)
+    await _check_race(a, b, plain)
+    await _check_lapsed(a, b)
+
+
+async def _check_fenced(store: LeaseStore, session_id: str, start: int, rule: str) -> None:
+    """Every write of ``store`` to ``session_id`` raises ``LeaseLost``, and a post does not."""
+    await _refused(store.append(session_id, start, SAMPLE[:1], {}), LeaseLost, f"append: {rule}")
+    if isinstance(store, InboxStore):
+        await store.post(session_id, _posted(1))
+        _require(_posted(1) in await store.inbox(session_id), "post is never fenced")
+        await _refused(store.done(session_id, "m1"), LeaseLost, f"done: {rule}")
+        _require(_posted(1) in await store.inbox(session_id), "a done fenced off leaves the message waiting")
+    if isinstance(store, DeletingStore):
+        await _refused(store.delete(session_id), LeaseLost, f"delete: {rule}")
+
+
+async def _check_takeover(a: LeaseStore, b: LeaseStore, plain: LeaseStore) -> None:
+    short = _given(await a.acquire("lease:3", "worker-a", SHORT), "acquire of a free lease gives it to the holder")
+    await a.append("lease:3", 0, SAMPLE[:1], {})
+    await a.acquire("lease:4", "worker-r", SHORT)
+    await anyio.sleep(WAIT)
+    await _allowed(a.append("lease:3", 1, SAMPLE[1:2], {}), "a lapsed lease nobody took still lets its holder write")
+    _require(await a.renew("worker-r", LONG) == ("lease:4",) and await b.acquire("lease:4", "worker-b", LONG) is None,
+             "renew extends a lapsed lease nobody took")
+    again = await a.acquire("lease:3", "worker-a", SHORT)
+    _require(again is not None and again.epoch == short.epoch,
+             "its holder acquiring a lapsed lease nobody took gets it back, with the same epoch")
+    await anyio.sleep(WAIT)
+    taken = _given(await b.acquire("lease:3", "worker-b", LONG), "a lapsed lease goes to another holder who asks")
+    _require(taken.epoch > short.epoch, "a lease that changes hands gets a higher epoch")
+    await _check_fenced(a, "lease:3", 2, "the holder of a lease taken over may not write")
+    loaded = await plain.load("lease:3")
+    _require(loaded is not None and loaded.turns == SAMPLE[:2], "a write fenced off writes nothing")
+    _require(await a.acquire("lease:3", "worker-a", LONG) is None, "a deposed holder cannot take a live lease back")
+    _require("lease:3" not in await a.renew("worker-a", LONG), "renew leaves out a lease taken over")
+    await _allowed(b.append("lease:3", 2, SAMPLE[2:], {}), "a lease's new holder may write")
+    await a.release("lease:3", "worker-a")
+    _require(await a.acquire("lease:3", "worker-a", LONG) is None,
+             "releasing a lease one does not hold changes nothing")
+    await b.release("lease:3", "worker-b")
+    _require("lease:3" not in await b.renew("worker-b", LONG), "renew leaves out a released lease")
+    back = _given(await a.acquire("lease:3", "worker-a", LONG), "a released lease is free at once")
+    _require(back.epoch > taken.epoch, "a lease that changes hands gets a higher epoch (never an old one)")
+    await _refused(b.append("lease:3", 4, SAMPLE[:1], {}), LeaseLost,
+                   "append: a store whose lease was released may not write while another's lease is live")
+    await a.release("lease:3", "worker-a")
+    loaded = await plain.load("lease:3")  # a writer loads what others wrote before it writes
+    _require(loaded is not None and loaded.turns == SAMPLE, "the holder's writes are stored")
+    await _allowed(plain.append("lease:3", 4, SAMPLE[:1], {}), "a conversation nobody leases may be written")
+    loaded = await plain.load("lease:3")
+    _require(loaded is not None and loaded.turns == (*SAMPLE, SAMPLE[0]),
+             "a conversation whose lease is released is written as if it had none")
+
+
+async def _check_race(a: LeaseStore, b: LeaseStore, plain: LeaseStore) -> None:
+    lapsing = _given(await a.acquire("lease:race", "worker-a", SHORT), "acquire of a free lease gives it")
+    await anyio.sleep(WAIT)
+    won: list[Lease] = []
+
+    async def take(store: LeaseStore, n: int) -> None:
+        lease = await store.acquire("lease:race", f"racer-{n}", LONG)
+        if lease is not None:
+            won.append(lease)
+
+    async with anyio.create_task_group() as group:
+        for n in range(12):
+            group.start_soon(take, (a, b, plain)[n % 3], n)
+    _require(len(won) == 1, f"of workers racing for a lapsed lease exactly one wins ({len(won)} did)")
+    _require(won[0].epoch > lapsing.epoch, "a lease won in a race has a higher epoch")
+    _require(await a.acquire("lease:race", "worker-a", LONG) is None, "the race's winner holds the lease")
+
+
+async def _check_lapsed(a: LeaseStore, b: LeaseStore) -> None:
+    if not (isinstance(a, InboxStore) and isinstance(b, InboxStore)):
+        return
+    await b.post("lease:idle", _posted(2))  # never leased
+    _require(await a.lapsed() == ("lease:3", "lease:idle"),  # lease:1's holder is live; lease:3 was released
+             "lapsed names the conversations with messages waiting whose lease is free or lapsed")
+    await a.release("lease:1", "worker-a")
+    await b.acquire("lease:idle", "worker-b", SHORT)
+    await b.acquire("lease:3", "worker-b", LONG)
+    await anyio.sleep(WAIT)
+    _require(await a.lapsed() == ("lease:1", "lease:idle"),
+             "lapsed names conversations whose lease was released or lapsed, not those leased")

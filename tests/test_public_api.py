@@ -94,6 +94,9 @@ PUBLIC = {
         "MemoryStore", "PostgresStore", "SQLiteStore", "Store", "StoreCheckpoints", "StoreConflict", "StoreError",
         "StoredSession", "known_schemes", "open_store", "register_store",
     ],
+    "session.testing": [
+        "ConformanceError", "check_lease_store", "check_store"
+    ],
     "session.a2a": [
         "A2AEndpoint", "A2ATool", "A2AToolError", "CARD_PATHS", "a2a_routes", "a2a_tool"
     ],

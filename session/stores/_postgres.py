@@ -22,7 +22,13 @@ store remembers the version it last saw of each conversation (by loading or writ
 conversation changed since then by another writer raises ``StoreConflict``: the writer loads it again and
 decides. A conversation this store has not seen is appended to as the contract says, unchecked.
 
-Branches, blobs and the schema are in ``_postgres_sql``; the URL and its password in ``_postgres_url``.
+**Leases.** Workers sharing the database take turns at a conversation by its lease (``LeaseStore``): a row with
+its holder, an expiry by the server's clock and an epoch that grows with each new holder, which every append,
+done and delete checks in its own transaction (the fencing). Advisory locks would not do: they belong to one
+connection of the pool and die silently with it, and leave no token a later write could be checked against.
+
+Branches, blobs and the schema are in ``_postgres_sql``; leases and fencing in ``_postgres_leases``; the URL and
+its password in ``_postgres_url``.
 """
 
 from __future__ import annotations
@@ -38,12 +44,14 @@ import psycopg_pool
 
 from loop import State, Turn, UsageError, tracing
 from loop.checks import positive_number
+from session.stores._postgres_leases import Held, PostgresLeasing, fence
 from session.stores._postgres_sql import (NOW, SCHEMA_VERSION, forget_blobs, keep_blobs, migrate, read_blobs,
                                           read_listing, read_turns)
 from session.stores._postgres_url import Conninfo
-from session.stores._postgres_views import Views, WriteQueues
-from session.stores._protocol import (StoreConflict, StoredSession, StoreError, check_append, check_checkpoint_key,
-                                     check_listing, check_posted, check_session_id, checkpoint_text, read_checkpoint)
+from session.stores._postgres_views import HeldLeases, Views, WriteQueues
+from session.stores._protocol import (LeaseLost, StoreConflict, StoredSession, StoreError, check_append,
+                                     check_checkpoint_key, check_listing, check_posted, check_session_id,
+                                     checkpoint_text, read_checkpoint)
 from session.stores._sqlite_file import Rows
 
 T = TypeVar("T")
@@ -54,13 +62,16 @@ _LOCK_ROW = "SELECT length, rev, version FROM sessions WHERE id = %s FOR UPDATE"
 _SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"  # reads see one moment of the database
 
 
-class PostgresStore:
+class PostgresStore(PostgresLeasing):
     """A ``Store`` in a PostgreSQL database, at ``url`` (``postgresql://user[:password]@host[:port]/database``;
     libpq's ``PG*`` variables fill in what else it leaves out, ``PGPASSWORD`` the password). It is a
-    ``DeletingStore``, an ``InboxStore``, a ``CheckpointStore`` and a ``ListingStore``, keeps the bytes of images and
-    files once each by digest, as ``SQLiteStore`` does, and several processes may share one database (see the
-    module's notes on conflicts). Its tables go in the first schema of the connection's ``search_path``: to keep
-    several stores in one database, give each a schema of its own with ``?options=-csearch_path%3Dname``.
+    ``DeletingStore``, an ``InboxStore``, a ``CheckpointStore``, a ``ListingStore`` and a ``LeaseStore``, keeps the
+    bytes of images and files once each by digest, as ``SQLiteStore`` does, and several processes may share one
+    database (see the module's notes on conflicts and leases). Once the store has taken the lease of a conversation
+    (``acquire``), its writes of it are fenced by that lease; a store that takes none writes as before, except while
+    another worker's lease of the conversation is live (``LeaseLost``). Its tables go in the first schema of the
+    connection's ``search_path``: to keep several stores in one database, give each a schema of its own with
+    ``?options=-csearch_path%3Dname``.
 
     Nothing connects until the first call, which makes the tables, or upgrades them, and opens a pool of up to
     ``pool_size`` connections; a call waits up to ``timeout`` seconds for a connection. The default size, 4, suits
@@ -84,6 +95,7 @@ class PostgresStore:
         self._threads = anyio.CapacityLimiter(pool_size)
         self._queued = WriteQueues()
         self._views = Views()
+        self._leases = HeldLeases()
 
     # Connecting and running calls.
 
@@ -185,13 +197,14 @@ class PostgresStore:
         except (TypeError, ValueError) as exc:
             raise UsageError(f"cannot store session {session_id!r}: meta must be JSON data ({exc})") from exc
         async with self._queued.of("session", session_id):
-            await self._call(self._append, session_id, start, rows, meta_text)
+            await self._call(self._append, session_id, start, rows, meta_text, self._leases.of(session_id))
 
-    def _append(self, conn: Conn, session_id: str, start: int, rows: Rows, meta: str) -> None:
+    def _append(self, conn: Conn, session_id: str, start: int, rows: Rows, meta: str, held: Held | None) -> None:
         expected = self._views.expected(session_id)
         committing = False
         try:
             with conn.transaction():
+                fence(conn, session_id, held, str(self))
                 row = conn.execute(_LOCK_ROW, (session_id,)).fetchone()
                 if row is None:  # a new conversation: its row is made (and so locked) before anything is checked
                     conn.execute(f"INSERT INTO sessions (id, meta, length, rev, version, created, updated) "
@@ -218,7 +231,7 @@ class PostgresStore:
                 keep_blobs(conn, session_id, rows.blobs)
                 committing = True
         except StoreConflict:
-            raise  # nothing written, and this store's view is still out of date: it stays so until a load
+            raise  # nothing written (fenced off, or this store's view is out of date: it stays so until a load)
         except BaseException:
             if committing:  # the commit failed: whether it landed is unknown, so the next append is not checked
                 self._views.wrote(session_id, None)
@@ -230,14 +243,17 @@ class PostgresStore:
         existed."""
         check_session_id(session_id)
         async with self._queued.of("session", session_id):
-            return await self._call(self._delete, session_id)
+            return await self._call(self._delete, session_id, self._leases.of(session_id))
 
-    def _delete(self, conn: Conn, session_id: str) -> bool:
+    def _delete(self, conn: Conn, session_id: str, held: Held | None) -> bool:
         try:
-            with conn.transaction():  # the conversation, its inbox and its blobs go together
+            with conn.transaction():  # the conversation, its inbox and its blobs go together (its lease stays)
+                fence(conn, session_id, held, str(self))
                 conn.execute("DELETE FROM inbox WHERE session_id = %s", (session_id,))
                 existed = conn.execute("DELETE FROM sessions WHERE id = %s", (session_id,)).rowcount > 0
                 forget_blobs(conn, session_id)
+        except LeaseLost:
+            raise  # nothing deleted
         except BaseException:
             self._views.wrote(session_id, None)
             raise
@@ -271,8 +287,12 @@ class PostgresStore:
         """Take a message out of the inbox for good."""
         check_session_id(session_id)
         async with self._queued.of("session", session_id):
-            await self._call(lambda conn: conn.execute(
-                "DELETE FROM inbox WHERE session_id = %s AND message_id = %s", (session_id, message_id)))
+            await self._call(self._done, session_id, message_id, self._leases.of(session_id))
+
+    def _done(self, conn: Conn, session_id: str, message_id: str, held: Held | None) -> None:
+        with conn.transaction():
+            fence(conn, session_id, held, str(self))
+            conn.execute("DELETE FROM inbox WHERE session_id = %s AND message_id = %s", (session_id, message_id))
 
     async def inbox(self, session_id: str) -> tuple[Turn, ...]:
         """The messages waiting in the conversation's inbox, oldest first."""

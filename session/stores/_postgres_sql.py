@@ -1,7 +1,7 @@
 """The PostgreSQL store's tables: their versions and the steps that make or upgrade them, and the statements that
 span rows of several kinds (a conversation's turns with their newest revisions, the bytes of images and files
-kept once by digest, listings). Every function here runs in a worker thread, on the connection it is given:
-``migrate`` in a transaction of its own, the others inside the caller's.
+kept once by digest, listings); the leases' are in ``_postgres_leases``. Every function here runs in a worker
+thread, on the connection it is given: ``migrate`` in a transaction of its own, the others inside the caller's.
 
 Turns are kept as the SQLite store keeps them: one row per turn and revision, ``(session_id, idx, rev)``, only
 ever inserted. A conversation's row holds its ``length`` and its current ``rev``; moving to a branch (an append
@@ -71,6 +71,14 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY (session_id, digest))""",
         "CREATE INDEX blob_uses_digest ON blob_uses (digest)",
         "CREATE INDEX sessions_updated ON sessions (updated DESC, id)",
+    ),
+    (  # 3: leases, one worker at a time per conversation, with a fencing epoch (see _postgres_leases)
+        """CREATE TABLE leases (
+            session_id  text PRIMARY KEY,
+            holder      text NOT NULL,
+            epoch       bigint NOT NULL,
+            expires     double precision NOT NULL)""",
+        "CREATE INDEX leases_holder ON leases (holder)",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,5 +1,6 @@
 """What one ``PostgresStore`` keeps of its own writes: the version of each conversation it last saw (``Views``,
-for the conflict check), and the queue of each conversation's writes (``WriteQueues``, for their order)."""
+for the conflict check), the queue of each conversation's writes (``WriteQueues``, for their order), and the
+leases it took (``HeldLeases``, for the fencing check)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
+
+from session.stores._protocol import Lease
 
 
 class Views:
@@ -92,3 +95,41 @@ class WriteQueues:
             queue.users -= 1
             if queue.users == 0:
                 del self._queues[key]
+
+
+class HeldLeases:
+    """The lease this store took of each conversation (holder and epoch), which fences its writes of it (see
+    ``_postgres_leases``), until it releases the lease or a renewal finds it gone. Used on the event loop's thread
+    only, never across an await: a write reads its conversation's before its worker thread starts."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, tuple[str, int]] = {}
+
+    def of(self, session_id: str) -> tuple[str, int] | None:
+        """The lease held of ``session_id`` (holder, epoch), or ``None``."""
+        return self._held.get(session_id)
+
+    def acquired(self, session_id: str, holder: str, lease: Lease | None) -> None:
+        """``holder`` asked for the lease of ``session_id`` and got ``lease``; ``None``: another holder's is live,
+        so one ``holder`` held before is gone."""
+        if lease is not None:
+            self._held[session_id] = (lease.holder, lease.epoch)
+        else:
+            self.released(session_id, holder)
+
+    def released(self, session_id: str, holder: str) -> None:
+        """``holder``'s lease of ``session_id`` is given up (if this store held one of it)."""
+        held = self._held.get(session_id)
+        if held is not None and held[0] == holder:
+            del self._held[session_id]
+
+    def of_holder(self, holder: str) -> dict[str, tuple[str, int]]:
+        """The leases held by ``holder``, by conversation: what a renewal expects to find."""
+        return {session_id: held for session_id, held in self._held.items() if held[0] == holder}
+
+    def renewed(self, expected: dict[str, tuple[str, int]], kept: tuple[str, ...]) -> None:
+        """A renewal that ``expected`` these leases kept those of ``kept``: forget the others, unless taken again
+        (with a new epoch) while it ran."""
+        for session_id, held in expected.items():
+            if session_id not in kept and self._held.get(session_id) == held:
+                del self._held[session_id]

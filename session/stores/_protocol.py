@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -259,6 +260,22 @@ def check_session_id(session_id: Any) -> str:
         raise UsageError(f"a session id is a non-empty string of at most {MAX_SESSION_ID} characters, "
                          f"got {session_id!r}"[:400])
     return session_id
+
+
+MAX_HOLDER = 256
+
+
+def check_holder(holder: Any) -> str:
+    if not isinstance(holder, str) or not holder or len(holder) > MAX_HOLDER:
+        raise UsageError(f"a lease's holder is a non-empty string of at most {MAX_HOLDER} characters, "
+                         f"got {holder!r}"[:400])
+    return holder
+
+
+def check_ttl(ttl: Any) -> float:
+    if isinstance(ttl, (int, float)) and not isinstance(ttl, bool) and ttl > 0 and math.isfinite(ttl):
+        return float(ttl)
+    raise UsageError(f"a lease's ttl must be a positive, finite number of seconds, got {ttl!r}"[:200])
 
 
 def check_append(session_id: str, stored: int, start: Any, turns: Sequence[Turn]) -> None:

@@ -3,7 +3,6 @@ lease: two managers on two workers of one in-memory database act as two processe
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import anyio
@@ -13,8 +12,8 @@ from cognitive import ReAct, new_turn_processor
 from loop import Request, Role, Text, Turn, UsageError
 from provider import Function
 from session import Manager, MessageFailed, SessionElsewhere, ShuttingDown
-from session import SessionElsewhere
 from session.stores import LeaseLost
+from session.testing import check_lease_store
 from tests.session.leasing import Shared, Worker
 from tests.session.models import echo
 
@@ -123,7 +122,7 @@ async def test_a_worker_whose_lease_is_taken_over_stops_and_writes_nothing_more(
 async def test_messages_a_dead_worker_left_are_taken_over_by_another() -> None:
     shared = Shared()
     await shared.store.post("orphan", Turn(Role.USER, [Text("left behind")], {"message_id": "m1"}))
-    shared.leases["orphan"] = ("dead worker", 3, 0.0)  # its lease lapsed: the worker died
+    shared.lapse("orphan", "dead worker", 3)
     async with make_manager(shared) as b:
         with anyio.fail_after(10):
             while (stored := await shared.store.load("orphan")) is None or len(stored) < 2:
@@ -137,7 +136,7 @@ async def test_messages_a_dead_worker_left_are_taken_over_by_another() -> None:
 async def test_a_live_lease_keeps_its_conversation_from_being_taken_over() -> None:
     shared = Shared()
     await shared.store.post("held", Turn(Role.USER, [Text("mine")], {"message_id": "m1"}))
-    shared.leases["held"] = ("a live worker", 1, time.monotonic() + 3600)
+    shared.take_over("held", "a live worker")
     async with make_manager(shared) as b:
         await anyio.sleep(1.0)  # more than a sweep
         assert b.get("held") is None
@@ -171,7 +170,12 @@ async def test_draining_finishes_what_runs_and_opens_nothing_new() -> None:
                 gate.set()
             state = answered[0]
     assert state.answer == "finished"  # type: ignore[attr-defined]
-    assert shared.leases["s"][2] == 0.0  # let go
+    assert shared.leases["s"][3]  # let go
+
+
+async def test_the_in_memory_lease_store_of_these_tests_keeps_the_contract() -> None:
+    shared = Shared()
+    await check_lease_store(lambda: Worker(shared))
 
 
 async def test_a_fenced_write_raises_lease_lost() -> None:
@@ -187,7 +191,7 @@ async def test_a_fenced_write_raises_lease_lost() -> None:
     ("lease_ttl", 0, "lease_ttl must be a positive number of seconds"),
     ("lease_idle", -1, "lease_idle must be a positive number of seconds"),
     ("lease_wait", float("nan"), "lease_wait must be a number of seconds, 0 or more"),
-    ("holder", "", "holder must be a non-empty string"),
+    ("holder", "", "a lease's holder is a non-empty string"),
 ])
 async def test_bad_lease_settings_are_refused(setting: str, value: object, message: str) -> None:
     with pytest.raises(UsageError, match=message):

@@ -88,7 +88,7 @@ async def test_the_tables_are_made_at_start_with_their_version(pg_url: str, pg_s
         assert await store.load("s") is None
     tables = {r[0] for r in fetch("SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
                                   pg_schema)}
-    assert tables == {"schema_version", "sessions", "turns", "inbox", "checkpoints", "blobs", "blob_uses"}
+    assert tables == {"schema_version", "sessions", "turns", "inbox", "checkpoints", "blobs", "blob_uses", "leases"}
     assert fetch(f"SELECT version FROM {pg_schema}.schema_version") == [(SCHEMA_VERSION,)]
     assert [(e["event"], e["schema_from"]) for e in logs] == [("made the store's tables", 0)]
     await store.aclose()
