@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -54,9 +54,14 @@ from session.stores._protocol import (LeaseLost, StoreConflict, StoredSession, S
                                      checkpoint_text, read_checkpoint)
 from session.stores._sqlite_file import Rows
 
+if TYPE_CHECKING:
+    from session.stores._postgres_events import PostgresEvents
+
 T = TypeVar("T")
 Conn = psycopg.Connection[Any]
 _log = tracing.logger("session.stores")
+
+FEED_KEEP = 86_400.0  # seconds of events the feed keeps: a reader may come back a day later and resume
 
 _LOCK_ROW = "SELECT length, rev, version FROM sessions WHERE id = %s FOR UPDATE"
 _SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"  # reads see one moment of the database
@@ -65,7 +70,8 @@ _SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"  # read
 class PostgresStore(PostgresLeasing):
     """A ``Store`` in a PostgreSQL database, at ``url`` (``postgresql://user[:password]@host[:port]/database``;
     libpq's ``PG*`` variables fill in what else it leaves out, ``PGPASSWORD`` the password). It is a
-    ``DeletingStore``, an ``InboxStore``, a ``CheckpointStore``, a ``ListingStore`` and a ``LeaseStore``, keeps the
+    ``DeletingStore``, an ``InboxStore``, a ``CheckpointStore``, a ``ListingStore``, a ``LeaseStore`` and a
+    ``FeedStore`` (its sessions' events go between processes through ``event_feed``), keeps the
     bytes of images and files once each by digest, as ``SQLiteStore`` does, and several processes may share one
     database (see the module's notes on conflicts and leases). Once the store has taken the lease of a conversation
     (``acquire``), its writes of it are fenced by that lease; a store that takes none writes as before, except while
@@ -76,8 +82,7 @@ class PostgresStore(PostgresLeasing):
     Nothing connects until the first call, which makes the tables, or upgrades them, and opens a pool of up to
     ``pool_size`` connections; a call waits up to ``timeout`` seconds for a connection. The default size, 4, suits
     a process on a few cores: a call spends most of its time waiting on the server, and each connection holds a
-    server process. A server that cannot be
-    reached, or refuses the login, raises ``StoreError`` saying why. The password never shows: not in the repr,
+    server process. A server that cannot be reached, or refuses the login, raises ``StoreError`` saying why. The password never shows: not in the repr,
     the log or an error. Whoever makes the store closes it (``aclose``, or ``async with``); closing is final.
     """
 
@@ -96,6 +101,7 @@ class PostgresStore(PostgresLeasing):
         self._queued = WriteQueues()
         self._views = Views()
         self._leases = HeldLeases()
+        self._feed: PostgresEvents | None = None
 
     # Connecting and running calls.
 
@@ -153,15 +159,7 @@ class PostgresStore(PostgresLeasing):
             raise self._error(exc)  # its cause is set (or withheld) by _error
 
     def _error(self, exc: BaseException, what: str = "") -> StoreError:
-        """A ``StoreError`` for the driver's ``exc``, on one line, with every password scrubbed out. ``exc`` is
-        its cause, unless its own message held a password (then the chain would show it)."""
-        text = str(exc)
-        scrubbed = self._conninfo.scrub(text)
-        detail = f"{type(exc).__name__}: {' '.join(line.strip() for line in scrubbed.splitlines() if line.strip())}"
-        error = StoreError(f"{self}: {what}: {detail}" if what else f"{self}: {detail}")
-        error.__cause__ = exc if scrubbed == text else None
-        error.__suppress_context__ = True
-        return error
+        return self._conninfo.error(exc, str(self), what)
 
     # The Store.
 
@@ -366,10 +364,23 @@ class PostgresStore(PostgresLeasing):
 
     # Closing.
 
+    def event_feed(self) -> PostgresEvents:
+        """The feed carrying the events of this store's sessions between processes (``FeedStore``): a
+        ``PostgresEvents`` on the same database, made on first use, keeping ``FEED_KEEP`` seconds of events, and
+        closed with the store."""
+        self._check_open()
+        if self._feed is None:
+            from session.stores._postgres_events import PostgresEvents
+
+            self._feed = PostgresEvents(self._conninfo, keep=FEED_KEEP)
+        return self._feed
+
     async def aclose(self) -> None:
-        """Close the pool's connections (one in use closes when its call ends); later calls raise ``UsageError``.
-        Closing twice is fine."""
+        """Close the pool's connections (one in use closes when its call ends) and the event feed; later calls
+        raise ``UsageError``. Closing twice is fine."""
         with anyio.CancelScope(shield=True):  # a cancelled close would leave the connections open
+            if self._feed is not None:
+                await self._feed.aclose()
             async with self._opening:
                 self._closed = True
                 pool, self._pool = self._pool, None

@@ -18,6 +18,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from loop import UsageError
 from session.stores._open import masked_url, url_passwords
+from session.stores._protocol import StoreError
 
 SCHEMES = ("postgresql", "postgres")
 CONNECT_TIMEOUT = 10  # seconds to reach the server, unless the URL says (libpq's own default is to wait for ever)
@@ -62,6 +63,21 @@ class Conninfo:
         for secret in (*self._secrets, *((env,) if env else ())):
             text = text.replace(secret, "***")
         return text
+
+    def describe(self, exc: BaseException) -> str:
+        """The driver's ``exc`` on one line, its type first, with every password scrubbed out."""
+        text = " ".join(line.strip() for line in self.scrub(str(exc)).splitlines() if line.strip())
+        return f"{type(exc).__name__}: {text}"
+
+    def error(self, exc: BaseException, where: str, what: str = "") -> StoreError:
+        """A ``StoreError`` for the driver's ``exc`` met by ``where`` (a store, as its ``str`` names it), doing
+        ``what``, with every password scrubbed out. ``exc`` is its cause, unless its own message held a password
+        (then the chain would show it)."""
+        detail = self.describe(exc)
+        error = StoreError(f"{where}: {what}: {detail}" if what else f"{where}: {detail}")
+        error.__cause__ = exc if self.scrub(str(exc)) == str(exc) else None
+        error.__suppress_context__ = True
+        return error
 
     def __repr__(self) -> str:
         return f"Conninfo({self.url!r})"
