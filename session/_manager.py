@@ -275,8 +275,9 @@ class Manager:
                    ) -> Session:
         """The session with ``session_id``: already open, resumed from the store, or new. Without an id, a
         new session with an unguessable id. A new session starts from ``history`` (stored first); an
-        existing one keeps its own and ignores it. With leases, ``wait`` says whether to wait for another worker
-        to let go of the session (see the class)."""
+        existing one keeps its own and ignores it. With leases, a new session is stored at once (empty when
+        without ``history``), so that every worker sharing the store knows it, and ``wait`` says whether to wait for
+        another worker to let go of the session (see the class)."""
         if self._group is None:
             raise UsageError("open sessions inside 'async with manager:'")
         if self.stopping:
@@ -312,7 +313,7 @@ class Manager:
         try:
             resumed = await resume(self.store, session_id)
             state = resumed.state
-            if state is None and history:
+            if state is None and (history or leasing is not None):  # shared: every worker knows it from now on
                 await self.store.append(session_id, 0, tuple(history), {})
                 state = State(tuple(history))
             if self._group is None or self.stopping:
@@ -334,10 +335,13 @@ class Manager:
 
     async def history(self, session_id: str) -> State | None:
         """Conversation ``session_id``: the open session's, else the stored one as it will be when resumed
-        (tool calls a stopped process left open are shown answered "interrupted"); ``None`` if none is stored."""
+        (tool calls a stopped process left open are shown answered "interrupted"); ``None`` if none is stored.
+        With leases, the stored one as it is: another worker may be running it."""
         session = self._sessions.get(session_id)
         if session is not None and not session.closed:
             return session.state
+        if self.leasing is not None:  # it may be running on another worker: as stored, which its turns reach live
+            return await self.store.load(check_session_id(session_id))
         return await history_of(self.store, check_session_id(session_id))
 
     async def close(self, session_id: str, *, wait: bool = False) -> bool:
