@@ -77,6 +77,11 @@ SH_COVERAGE = {  # a marker naming one documented command (see shell.names) -> t
     "build-image --force": NETWORK_PARSED,
     "--mirror http://your.mirror/debian": NETWORK_PARSED,
     "--image python:3.12-slim": NETWORK_PARSED,
+    # scale-out.md
+    "--store postgresql://agent@127.0.0.1/agents --port 8001":
+        "test_docs_scale_out.py::test_two_servers_on_one_database_share_a_conversation",
+    "--store postgresql://agent@127.0.0.1/agents --port 8002":
+        "test_docs_scale_out.py::test_two_servers_on_one_database_share_a_conversation",
     # control.md (the serve line is the README's too)
     "serve examples.approvals:make_agent --store sqlite:///refunds.db --port 8000": CONTROL,
     '# {"approvals": [{"calls": [...]}]}': CONTROL,
