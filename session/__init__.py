@@ -47,8 +47,8 @@ if TYPE_CHECKING:
     from session._conduit import Conduit
     from session._events import (ApprovalAnswered, ApprovalRequested, Interrupted, MessageFailed, MessageFinished,
                                  MessageQueued, MessageStarted, StorePaused, TurnStored, TurnUpdated)
-    from session._manager import (Manager, SessionElsewhere, SessionLimit, ShuttingDown, StepFactory,
-                                  current_checkpoints, step_factory)
+    from session._manager import Manager, SessionElsewhere, SessionLimit, ShuttingDown
+    from session._steps import StepFactory, current_checkpoints, step_factory
     from session._session import Message, Session, SessionBusy, SessionClosed, ToolResultsMismatch, TurnProcessor
     from session._stdio import StdioConduit
     from session.http import EventLog, EventReader, EventsLost, HTTPConduit, LoggedEvent, RateLimit, event_to_json
@@ -136,8 +136,8 @@ __getattr__, __dir__ = exports(__name__, {
     "session._conduit": ("Conduit",),
     "session._events": ("ApprovalAnswered", "ApprovalRequested", "Interrupted", "MessageFailed", "MessageFinished",
                         "MessageQueued", "MessageStarted", "StorePaused", "TurnStored", "TurnUpdated"),
-    "session._manager": ("Manager", "SessionElsewhere", "SessionLimit", "ShuttingDown", "StepFactory",
-                         "current_checkpoints", "step_factory"),
+    "session._manager": ("Manager", "SessionElsewhere", "SessionLimit", "ShuttingDown"),
+    "session._steps": ("StepFactory", "current_checkpoints", "step_factory"),
     "session._session": ("Message", "Session", "SessionBusy", "SessionClosed", "ToolResultsMismatch", "TurnProcessor"),
     "session._stdio": ("StdioConduit",),
     "session.http": ("EventLog", "EventReader", "EventsLost", "HTTPConduit", "LoggedEvent", "RateLimit",

@@ -8,43 +8,26 @@ import secrets
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from contextvars import ContextVar
 from types import TracebackType
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import anyio.abc
 
-from loop import (EventBus, LoopError, Provider, State, Step, Tool, ToolRunner, Turn, TurnExecutor, UsageError, has,
-                  tracing)
+from loop import EventBus, LoopError, Provider, State, Turn, UsageError, has, tracing
 from loop.checks import non_negative_number, positive_int, positive_number
 from session._groups import unwrap
 from session._leases import Leasing
 from session._resume import history_of, resume
 from session._session import Session, TurnProcessor
+from session._steps import StepFactory, checkpoints_var, step_factory
 from session.stores._checkpoints import StoreCheckpoints
 from session.stores._memory import MemoryStore
 from session.stores._protocol import CheckpointStore, InboxStore, LeaseLost, LeaseStore, Store, check_session_id
 from cognitive import Checkpoints, Pattern
 
-StepFactory = Callable[[Provider, EventBus], TurnExecutor]
 Watcher = Callable[[Session], AbstractAsyncContextManager[object]]
 _log = tracing.logger("session.manager")
-_checkpoints: ContextVar[Checkpoints | None] = ContextVar("session_checkpoints", default=None)
-
-
-def current_checkpoints() -> Checkpoints | None:
-    """The checkpoints of the manager whose session is running this code (its ``Manager.checkpoints``), for a
-    pattern factory that is given only a step, as ``python -m session serve MODULE:FACTORY`` gives one::
-
-        def make_agent(step):
-            return MCTS(step, checkpoints=session.current_checkpoints())
-
-    The factory is called for each message, in the session's worker, so a search a stopped process left
-    half done goes on where it stopped when the message runs again. ``None`` outside a session's run (as when
-    the command line tries the factory at start-up) and with a store that keeps no checkpoints: the pattern
-    then saves none."""
-    return _checkpoints.get()
 
 
 def _check_processor(processor: Any) -> None:
@@ -84,16 +67,6 @@ class ShuttingDown(SessionLimit):
 class SessionElsewhere(SessionLimit):
     """Raised when a session is opened while another worker sharing the store holds its lease, and it did not let
     go within the manager's ``lease_wait`` (see ``Manager``): the conversation is busy elsewhere."""
-
-
-def step_factory(tools: Sequence[Tool] = (), **settings: Any) -> StepFactory:
-    """A factory making ``Step(provider, tools=tools, events=events, **settings)`` for each session."""
-    tools = tuple(tools)
-
-    def make(provider: Provider, events: EventBus) -> Step:
-        return Step(provider, tools=tools, events=events, **settings)
-
-    return make
 
 
 class Manager:
@@ -389,7 +362,7 @@ class Manager:
         await self.stop()
 
     async def _serve(self, session: Session) -> None:
-        _checkpoints.set(self.checkpoints)  # this task's own context: what its runs see in current_checkpoints()
+        checkpoints_var.set(self.checkpoints)  # this task's own context: what its runs see in current_checkpoints()
         try:
             async with AsyncExitStack() as watched:
                 try:
@@ -420,13 +393,3 @@ class Manager:
                 if not session.busy and now - session.last_active > timeout:
                     _log.info("closing idle session", session=session.id)
                     await self.close(session.id)
-
-
-def agent_tool_names(manager: Manager) -> frozenset[str]:
-    """The names of the tools a step the manager makes offers (none when its steps run no tools): what a
-    conduit's client may not name a tool of its own."""
-    step = manager.make_step(manager.provider, EventBus())
-    if not has(step, ToolRunner):
-        return frozenset()
-    return frozenset(t.spec.name for t in cast(ToolRunner, step).pipeline.tools)
-

@@ -32,7 +32,8 @@ from starlette.types import Receive, Scope, Send
 
 from loop import UsageError
 from session._bearer import ANONYMOUS, TokenQuota, owner_in
-from session._manager import Manager, agent_tool_names
+from session._manager import Manager
+from session._steps import agent_tool_names
 from session.a2a._approvals import check_policy, policy_approver
 from session.a2a._card import CARD_PATHS, agent_card, card_routes
 from session.a2a._executor import OWNER, SessionExecutor, SessionKey, SessionOpened, session_key

@@ -60,7 +60,8 @@ from loop import Approver, Decision, LoopError, Part, ToolCall, ToolResult, Usag
 from loop.checks import positive_int, positive_number
 from session._bearer import TokenQuota, caller_in, owner_in
 from session._body import BodyTooLarge, read_body
-from session._manager import Manager, SessionLimit, ShuttingDown, agent_tool_names
+from session._manager import Manager, SessionLimit, ShuttingDown
+from session._steps import agent_tool_names
 from session._message import ToolResultsMismatch, before
 from session._problem import Problem
 from session._session import Session

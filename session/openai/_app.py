@@ -134,7 +134,8 @@ from loop import LoopError, UsageError, tracing
 from loop.checks import positive_int, positive_number
 from session._bearer import BearerAuth, TokenQuota, caller_in, owner_in
 from session._body import BodyTooLarge, read_body
-from session._manager import Manager, agent_tool_names
+from session._manager import Manager
+from session._steps import agent_tool_names
 from session._serving import DEFAULT_MAX_BODY_BYTES
 from session._session import Session
 from session._message import ToolResultsMismatch, before
