@@ -293,9 +293,12 @@ class Manager:
                 raise ShuttingDown("the server is shutting down: it opens no more sessions")
             if len(self._sessions) >= self.max_sessions:
                 raise SessionLimit(f"{len(self._sessions)} sessions are open, the most this manager allows")
-        except BaseException:
+        except BaseException as exc:
             if leasing is not None:
                 await leasing.release(session_id)
+            if isinstance(exc, LeaseLost):  # taken over while it was being opened: the client may try again
+                raise SessionElsewhere(f"session {session_id!r} was taken over by another worker while it opened; "
+                                       "try again") from exc
             raise
         events = EventBus()
         session = Session(session_id, step=self.make_step(self.provider, events), processor=self.processor,

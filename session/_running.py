@@ -135,7 +135,10 @@ async def run_once(session: Session, item: Queued) -> bool:
             session._finish(item, exc)
             await session.close()  # nothing more of it may be written; its waiting messages stay in the inbox
             return True
-        if item.posted and store_failed(exc) and not session.closed:
+        if item.posted and store_failed(exc):
+            if session.closed:  # closed meanwhile (its lease lapsed while the store failed): the message stays in
+                session._finish(item, None)  # the inbox, to run wherever the conversation is opened next
+                return True
             session.store_failing = f"{type(exc).__name__}: {exc}"
             return False
         _log.warning("message failed", session=session.id, message=item.id, error=repr(exc))

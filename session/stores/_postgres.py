@@ -1,16 +1,10 @@
 """``PostgresStore``: conversations in a PostgreSQL database, which any number of processes can share.
 
-**Threads, not psycopg's async API.** psycopg 3's ``AsyncConnection`` waits on the asyncio event loop only, and
-this project runs on trio as well. So the store uses psycopg's blocking API in worker threads
-(``anyio.to_thread.run_sync``), each call on a connection of a thread-safe ``psycopg_pool.ConnectionPool``; that
-runs unchanged on both. A thread hop costs tens of microseconds, next to the round trips of each call's
-transaction. Measured on 2 cores against a server on loopback, the same append transaction took 0.63 ms one
-after another through threads and 0.74 ms through psycopg's ``AsyncConnectionPool`` on asyncio, and 1,000 appends
-by 200 concurrent tasks 0.37 s either way (0.66 s through threads on trio). Only ``pool_size`` threads work for
-a store at once (a ``CapacityLimiter`` of that size), so a thread never waits on the pool for another's
-connection and a burst of calls cannot take all of anyio's shared threads. A call whose task is cancelled
-finishes its work first (the thread is never abandoned), so a transaction is never left half done, and its
-connection always goes back to the pool.
+**Threads, not psycopg's async API** (see ``_postgres_pool``, which also says what happens while the server is
+down). A thread hop costs tens of microseconds, next to the round trips of each call's transaction. Measured on 2
+cores against a server on loopback, the same append transaction took 0.63 ms one after another through threads
+and 0.74 ms through psycopg's ``AsyncConnectionPool`` on asyncio, and 1,000 appends by 200 concurrent tasks 0.37 s
+either way (0.66 s through threads on trio).
 
 **Conflicts.** Each append is one transaction that first locks the conversation's row (``SELECT ... FOR UPDATE``,
 or the insert that creates it), so appends to one conversation from any number of processes take turns, and
@@ -27,8 +21,8 @@ its holder, an expiry by the server's clock and an epoch that grows with each ne
 done and delete checks in its own transaction (the fencing). Advisory locks would not do: they belong to one
 connection of the pool and die silently with it, and leave no token a later write could be checked against.
 
-Branches, blobs and the schema are in ``_postgres_sql``; leases and fencing in ``_postgres_leases``; the URL and
-its password in ``_postgres_url``.
+Branches, blobs and the schema are in ``_postgres_sql``; leases and fencing in ``_postgres_leases``; connecting in
+``_postgres_pool``; the URL and its password in ``_postgres_url``.
 """
 
 from __future__ import annotations
@@ -38,15 +32,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
-import anyio.to_thread
 import psycopg
-import psycopg_pool
 
 from loop import State, Turn, UsageError, tracing
 from loop.checks import positive_number
 from session.stores._postgres_leases import Held, PostgresLeasing, fence
 from session.stores._postgres_sql import (NOW, SCHEMA_VERSION, forget_blobs, keep_blobs, migrate, read_blobs,
                                           read_listing, read_turns)
+from session.stores._postgres_pool import Connections
 from session.stores._postgres_url import Conninfo
 from session.stores._postgres_views import HeldLeases, Views, WriteQueues
 from session.stores._protocol import (LeaseLost, StoreConflict, StoredSession, StoreError, check_append,
@@ -94,10 +87,8 @@ class PostgresStore(PostgresLeasing):
         self.url = self._conninfo.url  # shown without its password
         self.pool_size = pool_size
         self.timeout = float(timeout)
-        self._pool: psycopg_pool.ConnectionPool[Conn] | None = None
-        self._opening = anyio.Lock()
-        self._closed = False
-        self._threads = anyio.CapacityLimiter(pool_size)
+        self._db = Connections(self, self._conninfo, size=pool_size, timeout=self.timeout, name="cognitive-loop-store",
+                               prepare=self._migrate, first="cannot make or upgrade the store's tables")
         self._queued = WriteQueues()
         self._views = Views()
         self._leases = HeldLeases()
@@ -105,61 +96,19 @@ class PostgresStore(PostgresLeasing):
 
     # Connecting and running calls.
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise UsageError(f"{self!r} is closed; make a new PostgresStore to use the database again")
-
-    async def _open(self) -> psycopg_pool.ConnectionPool[Conn]:
-        pool = self._pool
-        if pool is not None:  # the usual case, without a wait: the order of callers' writes is kept
-            return pool
-        self._check_open()
-        async with self._opening:
-            self._check_open()
-            if self._pool is None:
-                self._pool = await anyio.to_thread.run_sync(self._start)
-            return self._pool
-
-    def _start(self) -> psycopg_pool.ConnectionPool[Conn]:
-        """In a worker thread: make or upgrade the tables on a connection of its own (its error says why the
-        server cannot be used, where a pool would only time out), then open the pool."""
-        params = self._conninfo.params
-        try:
-            conn = psycopg.connect(**params, autocommit=True)
-        except psycopg.Error as exc:
-            raise self._error(exc, "cannot connect")
-        try:
-            with conn:
-                before = migrate(conn, str(self))
-        except psycopg.Error as exc:
-            raise self._error(exc, "cannot make or upgrade the store's tables")
+    def _migrate(self, conn: Conn) -> None:
+        """Make the tables, or upgrade them (on the first call's connection of its own)."""
+        before = migrate(conn, str(self))
         if before < SCHEMA_VERSION:
             _log.info("made the store's tables" if before == 0 else "upgraded the store's tables", store=self.url,
                       schema_from=before, schema_to=SCHEMA_VERSION)
-        pool: psycopg_pool.ConnectionPool[Conn] = psycopg_pool.ConnectionPool(
-            kwargs={**params, "autocommit": True}, min_size=1, max_size=self.pool_size, open=False,
-            timeout=self.timeout, name="cognitive-loop-store")
-        pool.open(wait=False)
-        return pool
+
+    def _check_open(self) -> None:
+        self._db.check_open()
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(conn, *args)`` in a worker thread, on a connection of the pool; errors become ``StoreError``."""
-        pool = await self._open()
-        return await anyio.to_thread.run_sync(self._on_connection, pool, fn, *args, limiter=self._threads)
-
-    def _on_connection(self, pool: psycopg_pool.ConnectionPool[Conn], fn: Callable[..., T], *args: Any) -> T:
-        try:
-            with pool.connection() as conn:
-                return fn(conn, *args)
-        except psycopg_pool.PoolClosed:
-            raise UsageError(f"{self!r} is closed; make a new PostgresStore to use the database again") from None
-        except psycopg_pool.PoolTimeout as exc:
-            raise self._error(exc, f"no connection to the server within {self.timeout:g} s")
-        except (psycopg.Error, UnicodeEncodeError) as exc:  # the second: text with no UTF-8 (a lone surrogate)
-            raise self._error(exc)  # its cause is set (or withheld) by _error
-
-    def _error(self, exc: BaseException, what: str = "") -> StoreError:
-        return self._conninfo.error(exc, str(self), what)
+        return await self._db.call(fn, *args)
 
     # The Store.
 
@@ -381,11 +330,7 @@ class PostgresStore(PostgresLeasing):
         with anyio.CancelScope(shield=True):  # a cancelled close would leave the connections open
             if self._feed is not None:
                 await self._feed.aclose()
-            async with self._opening:
-                self._closed = True
-                pool, self._pool = self._pool, None
-                if pool is not None:
-                    await anyio.to_thread.run_sync(pool.close)
+            await self._db.aclose()
 
     async def __aenter__(self) -> PostgresStore:
         return self

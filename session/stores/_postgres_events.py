@@ -42,15 +42,15 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 import psycopg
-import psycopg_pool
 
 from loop import UsageError, tracing
 from loop.checks import non_negative_int, positive_int, positive_number
 from session.stores._postgres_listen import (PAGE, EventFollower, Listener, StoredEvent, notice_payload,
                                             read_notice)
 from session.stores._postgres_sql import NOW
+from session.stores._postgres_pool import Connections
 from session.stores._postgres_url import Conninfo
-from session.stores._protocol import StoreError, check_session_id
+from session.stores._protocol import check_session_id
 
 __all__ = ["EventFollower", "PostgresEvents", "StoredEvent"]
 
@@ -148,61 +148,29 @@ class PostgresEvents:
         self.pool_size = positive_int("pool_size", pool_size)
         self.timeout = positive_number("timeout", timeout, unit="seconds")
         self.url = self._conninfo.url  # shown without its password
-        self._pool: psycopg_pool.ConnectionPool[Conn] | None = None
+        self._db = Connections(self, self._conninfo, size=self.pool_size, timeout=self.timeout,
+                               name="cognitive-loop-events", prepare=self._prepare, first="cannot make the events table")
         self._channel = ""
-        self._opening = anyio.Lock()
-        self._closed = False
-        self._threads = anyio.CapacityLimiter(pool_size)
         self._followers: dict[str, set[EventFollower]] = {}
         self._listener: Listener | None = None
         self._pruned = -math.inf  # when publishing last dropped old events (time.monotonic)
 
     # Connecting and running calls.
 
+    def _prepare(self, conn: Conn) -> None:
+        """Make the table if it is missing, and learn the channel (on the first call's connection of its own)."""
+        self._channel = prepare(conn)
+
     def _check_open(self) -> None:
-        if self._closed:
-            raise UsageError(f"{self!r} is closed; make a new PostgresEvents to use the database again")
+        self._db.check_open()
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(conn, *args)`` in a worker thread, on a connection of the pool; errors become ``StoreError``."""
-        pool = self._pool
-        if pool is None:
-            self._check_open()
-            async with self._opening:
-                self._check_open()
-                if self._pool is None:
-                    self._pool = await anyio.to_thread.run_sync(self._start)
-                pool = self._pool
-        return await anyio.to_thread.run_sync(self._on_connection, pool, fn, *args, limiter=self._threads)
+        return await self._db.call(fn, *args)
 
-    def _start(self) -> psycopg_pool.ConnectionPool[Conn]:
-        """In a worker thread: make the table if it is missing, on a connection of its own (its error says why
-        the server cannot be used, where a pool would only time out), then open the pool."""
-        params = self._conninfo.params
-        try:
-            with psycopg.connect(**params, autocommit=True) as conn:
-                self._channel = prepare(conn)
-        except psycopg.Error as exc:
-            raise self._error(exc, "cannot connect or make the events table")
-        pool: psycopg_pool.ConnectionPool[Conn] = psycopg_pool.ConnectionPool(
-            kwargs={**params, "autocommit": True}, min_size=1, max_size=self.pool_size, open=False,
-            timeout=self.timeout, name="cognitive-loop-events")
-        pool.open(wait=False)
-        return pool
-
-    def _on_connection(self, pool: psycopg_pool.ConnectionPool[Conn], fn: Callable[..., T], *args: Any) -> T:
-        try:
-            with pool.connection() as conn:
-                return fn(conn, *args)
-        except psycopg_pool.PoolClosed:
-            raise UsageError(f"{self!r} is closed; make a new PostgresEvents to use the database again") from None
-        except psycopg_pool.PoolTimeout as exc:
-            raise self._error(exc, f"no connection to the server within {self.timeout:g} s")
-        except psycopg.Error as exc:
-            raise self._error(exc)
-
-    def _error(self, exc: BaseException, what: str = "") -> StoreError:
-        return self._conninfo.error(exc, str(self), what)
+    @property
+    def _closed(self) -> bool:
+        return self._db.closed
 
     # Publishing.
 
@@ -298,17 +266,13 @@ class PostgresEvents:
         """Stop listening, end the followers and close the connections; later calls raise ``UsageError``.
         Closing twice is fine."""
         with anyio.CancelScope(shield=True):  # a cancelled close would leave the connections open
-            async with self._opening:
-                self._closed = True
-                listener, self._listener = self._listener, None
-                pool, self._pool = self._pool, None
-                for followers in list(self._followers.values()):
-                    for follower in list(followers):
-                        follower._reread()  # wakes it: it sees the close and ends
-                if listener is not None:
-                    await anyio.to_thread.run_sync(listener.stop)
-                if pool is not None:
-                    await anyio.to_thread.run_sync(pool.close)
+            await self._db.aclose()
+            listener, self._listener = self._listener, None
+            for followers in list(self._followers.values()):
+                for follower in list(followers):
+                    follower._reread()  # wakes it: it sees the close and ends
+            if listener is not None:
+                await anyio.to_thread.run_sync(listener.stop)
 
     async def __aenter__(self) -> PostgresEvents:
         return self

@@ -81,3 +81,4 @@ class Conninfo:
 
     def __repr__(self) -> str:
         return f"Conninfo({self.url!r})"
+
