@@ -88,7 +88,8 @@ class Approvals:
             if id(asked) not in seen:
                 seen.add(id(asked))
                 waiting = tuple(c for c in asked.calls if c.id not in asked.decisions)
-                live.append(ApprovalRequested(self.message_id, waiting, asked.deadline, True))
+                if waiting:  # every call answered: its program has yet to take the answers, but waits no more
+                    live.append(ApprovalRequested(self.message_id, waiting, asked.deadline, True))
         return ((kept,) if kept is not None else ()) + tuple(live)
 
     def expired(self, state: State) -> tuple[Decision, ...]:

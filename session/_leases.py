@@ -75,9 +75,9 @@ class Leasing:
             delay = min(MAX_POLL, delay * 2)
 
     async def release(self, session_id: str) -> None:
-        """Let go of the lease of ``session_id`` (its session's worker has stopped: every write of it is done)."""
-        if session_id not in self.held:
-            return
+        """Let go of the lease of ``session_id`` (its session's worker has stopped: every write of it is done). The
+        store is told even when this worker no longer counts it as held: releasing a lease another holds changes
+        nothing, and one this worker still holds must never be left to be renewed."""
         self.held.discard(session_id)
         with anyio.CancelScope(shield=True):  # a lease left held keeps the conversation from others for a ttl
             try:
@@ -88,7 +88,8 @@ class Leasing:
     async def renew(self) -> set[str]:
         """Renew every lease held; the sessions whose lease is no longer this worker's (taken over, or not renewed
         for a whole ``ttl`` because the store failed: another worker may have taken them by now)."""
-        if not self.held:
+        held = set(self.held)  # those taken while the renewal runs are not in its answer, and not lost
+        if not held:
             self._renewed = time.monotonic()
             return set()
         began = time.monotonic()
@@ -99,10 +100,10 @@ class Leasing:
                 _log.warning("could not renew the leases; trying again", error=str(exc))
                 return set()
             _log.error("the leases were not renewed for a whole ttl: their sessions stop", error=str(exc))
-            lost = set(self.held)
+            lost = held
         else:
             self._renewed = began
-            lost = self.held - kept
+            lost = held - kept
         self.held -= lost
         return lost
 

@@ -27,8 +27,8 @@ import structlog
 from loop import tracing
 from tests.benchmarks import (bench_context, bench_guardrails, bench_mcp, bench_peoatr, bench_planning,
                               bench_prompt_cache, bench_response_cache, bench_responses_wire, bench_runs,
-                              bench_sandbox, bench_search, bench_session, bench_state, bench_tools, bench_turn,
-                              bench_verify, bench_wire)
+                              bench_sandbox, bench_scale_out, bench_search, bench_session, bench_state, bench_tools,
+                              bench_turn, bench_verify, bench_wire)
 from tests.benchmarks._harness import Figure, render_table
 
 BENCHMARKS: dict[str, Callable[..., list[Figure]]] = {
@@ -49,6 +49,7 @@ BENCHMARKS: dict[str, Callable[..., list[Figure]]] = {
     "prompt_cache": bench_prompt_cache.run,
     "response_cache": bench_response_cache.run,
     "guardrails": bench_guardrails.run,
+    "scale_out": bench_scale_out.run,
 }
 
 
