@@ -6,8 +6,8 @@ import inspect
 import os
 import secrets
 import time
-from collections.abc import Callable, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from types import TracebackType
 from typing import Any
 
@@ -261,11 +261,19 @@ class Manager:
         session = self._sessions.get(session_id)
         if session is not None:
             return session
+        async with self._one_at_a_time(session_id):
+            return await self._open(session_id, history, wait)
+
+    @asynccontextmanager
+    async def _one_at_a_time(self, session_id: str) -> AsyncIterator[None]:
+        """Hold session ``session_id``'s lock: opening it (from taking its lease to registering the session) and
+        letting its lease go (once its worker has stopped) never overlap, so a worker stopping late cannot give up
+        the lease a newer session of the same id has just taken."""
         lock, users = self._opening.setdefault(session_id, (anyio.Lock(), [0]))
         users[0] += 1
         try:
             async with lock:
-                return await self._open(session_id, history, wait)
+                yield
         finally:
             users[0] -= 1
             if not users[0]:
@@ -382,7 +390,10 @@ class Manager:
             if self._sessions.get(session.id) is session:
                 del self._sessions[session.id]
             if self.leasing is not None:
-                await self.leasing.release(session.id)
+                with anyio.CancelScope(shield=True):  # the lease must go even when the manager is cancelled
+                    async with self._one_at_a_time(session.id):
+                        if session.id not in self._sessions:  # else a newer session of this id holds it now
+                            await self.leasing.release(session.id)
             stopped = self._workers.pop(session, None)
             if stopped is not None:
                 stopped.set()

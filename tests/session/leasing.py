@@ -42,6 +42,7 @@ class Worker:
     def __init__(self, shared: Shared) -> None:
         self.shared = shared
         self.held: dict[str, tuple[str, int]] = {}  # session id -> holder, epoch
+        self.release_delay = 0.0
 
     def _fence(self, session_id: str) -> None:
         lease = self.shared.leases.get(session_id)
@@ -111,6 +112,8 @@ class Worker:
 
     async def release(self, session_id: str, holder: str) -> None:
         check_session_id(session_id), check_holder(holder)
+        if self.release_delay:
+            await anyio.sleep(self.release_delay)  # a round trip to a database, during which others go on
         found = self.shared.leases.get(session_id)
         if found is not None and found[0] == holder:
             self.shared.leases[session_id] = (holder, found[1], 0.0, True)

@@ -3,7 +3,7 @@ lease: two managers on two workers of one in-memory database act as two processe
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import pytest
@@ -197,3 +197,18 @@ async def test_bad_lease_settings_are_refused(setting: str, value: object, messa
     with pytest.raises(UsageError, match=message):
         settings: dict[str, Any] = {setting: value}
         make_manager(Shared(), **settings)
+
+
+async def test_a_session_reopened_as_its_idle_worker_stops_keeps_its_lease() -> None:
+    shared = Shared()
+    async with make_manager(shared, lease_idle=60.0) as a:
+        cast(Worker, a.store).release_delay = 0.05
+        with anyio.fail_after(10):
+            await (await a.open("s")).ask("first")
+            await a.close("s")  # its worker stops a moment later, and lets its lease go then
+            await anyio.sleep(0.01)  # the worker is letting it go (a round trip)
+            again = await a.open("s")  # a message for it arrives meanwhile: a new session takes the lease
+            await anyio.sleep(0.1)  # the old worker has stopped by now
+            assert not shared.leases["s"][3], "the stopping worker gave up the lease the new session holds"
+            state = await again.ask("second")
+    assert texts(state) == ["first", "FIRST", "second", "SECOND"]
