@@ -1,9 +1,12 @@
-"""A ``LeaseStore`` (and ``FeedStore``) in memory for the manager's lease tests: ``Shared`` is the database, and each ``Worker`` a
-store one process would hold on it, remembering the leases it took and fencing its writes by their epochs, as
-``PostgresStore`` does. Two managers on two workers of one ``Shared`` act as two processes."""
+"""A ``LeaseStore`` (and ``FeedStore``) in memory, for the tests of the manager's leases and of the lease
+conformance check: ``Shared`` is the database, and each ``Worker`` a store one process would hold on it, remembering
+the leases it took and fencing its writes by their epochs, as ``PostgresStore`` does. Two managers on two workers of
+one ``Shared`` act as two processes. Its steps (``fence``, ``epoch``, ``check``) are methods, for the conformance
+check's tests to break one at a time."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -11,119 +14,124 @@ from typing import Any
 import anyio
 import attrs
 
-from loop import State, Turn
+from loop import State, Turn, UsageError
 from session import MemoryStore
-from session.stores import Lease
-from session.stores._protocol import LeaseLost, check_holder, check_session_id, check_ttl
+from session.stores import Lease, LeaseLost
+from session.stores._protocol import check_session_id
 
 
 class Shared:
-    """The conversations, inboxes, leases and events every worker sees."""
+    """What the workers share: the conversations and inboxes, each conversation's lease row ``[holder, epoch,
+    expires, released]`` (kept when released, so that epochs only grow), and the events."""
 
     def __init__(self) -> None:
         self.store = MemoryStore()
-        # session id -> holder, epoch, expires (time.monotonic), and whether its holder released it
-        self.leases: dict[str, tuple[str, int, float, bool]] = {}
+        self.leases: dict[str, list[Any]] = {}
         self.feed = MemoryFeed()
 
     def take_over(self, session_id: str, holder: str) -> None:
         """Give the lease to ``holder`` now, lapsed or not (as if its holder had stalled past the ttl)."""
         epoch = self.leases[session_id][1] if session_id in self.leases else 0
-        self.leases[session_id] = (holder, epoch + 1, time.monotonic() + 3600, False)
+        self.leases[session_id] = [holder, epoch + 1, time.time() + 3600, False]
 
     def lapse(self, session_id: str, holder: str, epoch: int) -> None:
         """A lease ``holder`` held and let lapse (it died)."""
-        self.leases[session_id] = (holder, epoch, 0.0, False)
+        self.leases[session_id] = [holder, epoch, 0.0, False]
 
 
 class Worker:
-    """One process's store on ``shared``: it remembers the leases it took, and fences its writes by them."""
+    """One worker's store on a ``Database``: it remembers the leases it took and fences its writes by them."""
 
-    def __init__(self, shared: Shared) -> None:
-        self.shared = shared
-        self.held: dict[str, tuple[str, int]] = {}  # session id -> holder, epoch
-        self.release_delay = 0.0
+    def __init__(self, db: Shared) -> None:
+        self.db = db
+        self.held: dict[str, tuple[str, int]] = {}
+        self.release_delay = 0.0  # seconds a release takes, as a round trip to a database would
 
-    def _fence(self, session_id: str) -> None:
-        lease = self.shared.leases.get(session_id)
-        mine = self.held.get(session_id)
-        if mine is not None:
-            if lease is None or lease[:2] != mine:
-                raise LeaseLost(f"session {session_id!r} was taken over")
-        elif lease is not None and not lease[3] and lease[2] > time.monotonic():
-            raise LeaseLost(f"session {session_id!r} is leased to {lease[0]}")
+    def fence(self, session_id: str) -> None:
+        row, held = self.db.leases.get(session_id), self.held.get(session_id)
+        if held is None:
+            if row is not None and row[2] > time.time():
+                raise LeaseLost(f"session {session_id!r} is leased to {row[0]!r}")
+        elif row is None or (row[0], row[1]) != held:
+            raise LeaseLost(f"the lease of session {session_id!r} was taken over")
 
     async def load(self, session_id: str) -> State | None:
-        return await self.shared.store.load(session_id)
+        return await self.db.store.load(session_id)
 
     def event_feed(self) -> MemoryFeed:
-        return self.shared.feed
+        return self.db.feed
 
     async def append(self, session_id: str, start: int, turns: Sequence[Turn], meta: Mapping[str, Any]) -> None:
-        self._fence(check_session_id(session_id))
-        await self.shared.store.append(session_id, start, turns, meta)
+        self.fence(check_session_id(session_id))
+        await self.db.store.append(session_id, start, turns, meta)
 
     async def delete(self, session_id: str) -> bool:
-        self._fence(check_session_id(session_id))
-        return await self.shared.store.delete(session_id)
+        self.fence(check_session_id(session_id))
+        return await self.db.store.delete(session_id)
 
     async def post(self, session_id: str, message: Turn) -> None:
-        await self.shared.store.post(session_id, message)
+        await self.db.store.post(session_id, message)
 
     async def inbox(self, session_id: str) -> tuple[Turn, ...]:
-        return await self.shared.store.inbox(session_id)
+        return await self.db.store.inbox(session_id)
 
     async def inboxes(self) -> tuple[str, ...]:
-        return await self.shared.store.inboxes()
+        return await self.db.store.inboxes()
 
     async def done(self, session_id: str, message_id: str) -> None:
-        self._fence(check_session_id(session_id))
-        await self.shared.store.done(session_id, message_id)
+        self.fence(check_session_id(session_id))
+        await self.db.store.done(session_id, message_id)
+
+    @staticmethod
+    def check(holder: Any, ttl: Any = 1.0) -> None:
+        if not isinstance(holder, str) or not holder:
+            raise UsageError(f"bad holder {holder!r}")
+        if not isinstance(ttl, (int, float)) or isinstance(ttl, bool) or not 0 < ttl < math.inf:
+            raise UsageError(f"bad ttl {ttl!r}")
+
+    def epoch(self, row: list[Any] | None, holder: str, now: float) -> int | None:
+        """The epoch ``holder`` gets, or ``None`` while another's lease is live."""
+        if row is None:
+            return 1
+        if row[0] == holder and not row[3]:
+            return int(row[1])
+        return int(row[1]) + 1 if row[2] <= now else None
 
     async def acquire(self, session_id: str, holder: str, ttl: float) -> Lease | None:
-        check_session_id(session_id), check_holder(holder), check_ttl(ttl)
-        now = time.monotonic()
-        found = self.shared.leases.get(session_id)
-        if found is None:
-            epoch = 1
-        elif found[0] == holder and not found[3]:
-            epoch = found[1]
-        elif found[3] or found[2] <= now:
-            epoch = found[1] + 1
-        else:
-            self.held.pop(session_id, None)
+        self.check(holder, ttl)
+        now = time.time()
+        epoch = self.epoch(self.db.leases.get(check_session_id(session_id)), holder, now)
+        if epoch is None:
+            if self.held.get(session_id, ("",))[0] == holder:
+                del self.held[session_id]
             return None
-        self.shared.leases[session_id] = (holder, epoch, now + ttl, False)
+        self.db.leases[session_id] = [holder, epoch, now + ttl, False]
         self.held[session_id] = (holder, epoch)
-        return Lease(session_id, holder, epoch, time.time() + ttl)
+        return Lease(session_id, holder, epoch, now + ttl)
 
     async def renew(self, holder: str, ttl: float) -> tuple[str, ...]:
-        check_holder(holder), check_ttl(ttl)
-        now = time.monotonic()
-        kept = []
-        for session_id, (who, epoch, _, released) in list(self.shared.leases.items()):
-            if who == holder and not released:
-                self.shared.leases[session_id] = (who, epoch, now + ttl, False)
-                kept.append(session_id)
-        for session_id, (who, _) in list(self.held.items()):
-            if who == holder and session_id not in kept:
+        self.check(holder, ttl)
+        kept = sorted(s for s, row in self.db.leases.items() if row[0] == holder and not row[3])
+        for session_id in kept:
+            self.db.leases[session_id][2] = time.time() + ttl
+        for session_id, held in list(self.held.items()):
+            if held[0] == holder and session_id not in kept:
                 del self.held[session_id]
-        return tuple(sorted(kept))
+        return tuple(kept)
 
     async def release(self, session_id: str, holder: str) -> None:
-        check_session_id(session_id), check_holder(holder)
+        self.check(holder)
         if self.release_delay:
-            await anyio.sleep(self.release_delay)  # a round trip to a database, during which others go on
-        found = self.shared.leases.get(session_id)
-        if found is not None and found[0] == holder:
-            self.shared.leases[session_id] = (holder, found[1], 0.0, True)
+            await anyio.sleep(self.release_delay)  # others go on meanwhile
+        row = self.db.leases.get(check_session_id(session_id))
+        if row is not None and row[0] == holder:
+            row[2], row[3] = -math.inf, True
         if self.held.get(session_id, ("",))[0] == holder:
             del self.held[session_id]
 
     async def lapsed(self) -> tuple[str, ...]:
-        now = time.monotonic()
-        return tuple(s for s in await self.shared.store.inboxes()
-                     if s not in self.shared.leases or self.shared.leases[s][3] or self.shared.leases[s][2] <= now)
+        now = time.time()
+        return tuple(s for s in await self.db.store.inboxes() if s not in self.db.leases or self.db.leases[s][2] <= now)
 
 
 @attrs.frozen

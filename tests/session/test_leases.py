@@ -13,7 +13,6 @@ from loop import Request, Role, Text, Turn, UsageError
 from provider import Function
 from session import Manager, MessageFailed, SessionElsewhere, ShuttingDown
 from session.stores import LeaseLost
-from session.testing import check_lease_store
 from tests.session.leasing import Shared, Worker
 from tests.session.models import echo
 
@@ -171,11 +170,6 @@ async def test_draining_finishes_what_runs_and_opens_nothing_new() -> None:
             state = answered[0]
     assert state.answer == "finished"  # type: ignore[attr-defined]
     assert shared.leases["s"][3]  # let go
-
-
-async def test_the_in_memory_lease_store_of_these_tests_keeps_the_contract() -> None:
-    shared = Shared()
-    await check_lease_store(lambda: Worker(shared))
 
 
 async def test_a_fenced_write_raises_lease_lost() -> None:
