@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import os
 import secrets
 import time
@@ -20,40 +19,14 @@ from session._groups import unwrap
 from session._leases import Leasing
 from session._resume import history_of, resume
 from session._session import Session, TurnProcessor
-from session._steps import StepFactory, checkpoints_var, step_factory
+from session._steps import StepFactory, check_processor, checkpoints_var, step_factory
 from session.stores._checkpoints import StoreCheckpoints
 from session.stores._memory import MemoryStore
 from session.stores._protocol import CheckpointStore, InboxStore, LeaseLost, LeaseStore, Store, check_session_id
-from cognitive import Checkpoints, Pattern
+from cognitive import Checkpoints
 
 Watcher = Callable[[Session], AbstractAsyncContextManager[object]]
 _log = tracing.logger("session.manager")
-
-
-def _check_processor(processor: Any) -> None:
-    """Refuse what is not a turn processor, naming the fix for the usual mix-up: a pattern factory (or a
-    pattern) passed where ``new_turn_processor(factory)`` belongs."""
-    if not callable(processor):
-        if has(processor, Pattern):
-            raise UsageError(f"Manager takes a turn processor, and {processor!r} is a pattern; pass "
-                             "new_turn_processor(factory) with a factory building the pattern from its executor")
-        raise UsageError(f"Manager needs a turn processor (see cognitive.new_turn_processor), got {processor!r}")
-    try:
-        signature = inspect.signature(processor)
-    except (TypeError, ValueError):
-        return  # a callable without a signature to read: taken on trust
-    if _binds(signature, 1) and not _binds(signature, 2):
-        name = getattr(processor, "__name__", None) or repr(processor)
-        raise UsageError(f"Manager takes a turn processor (executor, state) -> state; {name} takes one argument, "
-                         f"like a pattern factory (executor -> pattern): pass new_turn_processor({name})")
-
-
-def _binds(signature: inspect.Signature, count: int) -> bool:
-    try:
-        signature.bind(*([None] * count))
-    except TypeError:
-        return False
-    return True
 
 
 class SessionLimit(LoopError):
@@ -122,7 +95,7 @@ class Manager:
         lease_wait: float = 30.0,
         holder: str | None = None,
     ) -> None:
-        _check_processor(processor)
+        check_processor(processor)
         if isinstance(provider, str):
             raise UsageError(f"provider takes a Provider, not a string; for a spec use "
                              f"provider.from_spec({provider!r})")
