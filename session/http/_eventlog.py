@@ -19,7 +19,7 @@ from loop import EventBus, Stamped, UsageError
 from loop.checks import non_negative_int, positive_int
 from session.http._wire import dumps, event_to_json
 
-__all__ = ["EventLog", "EventReader", "EventsLost", "LoggedEvent", "encoded", "sse", "time_ids"]
+__all__ = ["EventLog", "EventReader", "EventsLost", "LoggedEvent", "encoded", "frame", "sse", "time_ids"]
 
 
 def time_ids() -> int:
@@ -218,10 +218,15 @@ class EventReader:
             await self.log._changed()
 
 
+def frame(event_id: int, event_type: str, data: str) -> str:
+    """One event as a server-sent event: its id, its type and its JSON text."""
+    return f"id: {event_id}\nevent: {event_type}\ndata: {data}\n\n"
+
+
 def _frame(item: Entry) -> str:
     if isinstance(item, EventsLost):
         return f"event: events_lost\ndata: {dumps({'type': 'events_lost', 'count': item.count})}\n\n"
-    return f"id: {item.id}\nevent: {item.type}\ndata: {item.data}\n\n"
+    return frame(item.id, item.type, item.data)
 
 
 async def sse(reader: EventReader, keepalive: float) -> AsyncGenerator[str, None]:

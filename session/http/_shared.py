@@ -18,7 +18,7 @@ import anyio
 
 from loop import Subscription, tracing
 from session._session import Session
-from session.http._eventlog import encoded
+from session.http._eventlog import encoded, frame
 from session.stores._protocol import EventFeed, StoreError
 
 _log = tracing.logger("session.http")
@@ -73,7 +73,7 @@ async def feed_sse(feed: EventFeed, session_id: str, after: int, *, branches: bo
             if waited.cancelled_caught:
                 yield ": keep-alive\n\n"
             elif event.main or branches:
-                yield f"id: {event.id}\nevent: {event.type}\ndata: {event.data}\n\n"
+                yield frame(event.id, event.type, event.data)
     finally:
         with anyio.CancelScope(shield=True):
             await follower.aclose()
