@@ -14,6 +14,14 @@ Targets: <= 35 µs per turn with tracing off, the same inside a budget (``WithBu
 reserved and charged); <= 100 µs with spans going to an in-memory exporter
 (``loop.tracing.configure(TracerProvider())`` with a ``SimpleSpanProcessor(InMemorySpanExporter())``; the
 global OpenTelemetry provider is never touched). The traced row's ratio is traced / untraced overhead.
+
+What tracing adds (traced - untraced framework time) is held to <= 1.5x what the bare loop pays to make the same
+spans with bare OpenTelemetry SDK calls (names and attributes copied from one traced run, each span current for its
+block, the chat span's usage set after the reply; ``bare_traced_run``). That is what any loop emitting the GenAI
+conventions' spans pays: a ``chat`` span per model call and an ``execute_tool`` span per tool call, which
+instrumentations SHOULD emit. The traced / untraced ratio is reported, not held to a target: making those two
+spans costs a bare loop more than the framework's whole untraced turn, so that ratio measures how lean the
+untraced turn is, not how lean the tracing is.
 """
 
 from __future__ import annotations
@@ -21,9 +29,7 @@ from __future__ import annotations
 import cProfile
 import io
 import json
-import math
 import pstats
-import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -43,6 +49,7 @@ from tests.benchmarks._harness import Figure, interleave_async
 TOOL_TURNS = 10
 TARGET_US = 35.0
 TRACED_TARGET_US = 100.0
+FLOOR_TARGET = 1.5  # tracing's cost per turn / the SDK recording the same spans
 
 
 @tool
@@ -92,6 +99,67 @@ async def bare_run(reply_fn: Any, user_turn: Any, *, yield_per_reply: bool = Fal
             history.append(await lookup(**arguments))
 
 
+
+class SpanShapes:
+    """The spans one traced ReAct run exported, as a hand-written loop would make them: names and attributes of
+    the agent span, of a chat span (split into what is known before the reply and what only after) and of a
+    tool span."""
+
+    _AFTER = ("gen_ai.usage.", "gen_ai.response.", "cognitive_loop.usage.")
+
+    def __init__(self, spans: list[Any]) -> None:
+        def one(prefix: str) -> Any:
+            found = [s for s in spans if s.name.startswith(prefix)]
+            assert found, f"no {prefix!r} span was recorded"
+            return found[-1]
+
+        agent, chat, tool = one("invoke_agent"), one("chat"), one("execute_tool")
+        self.agent_name, self.agent = agent.name, dict(agent.attributes or {})
+        self.chat_name = chat.name
+        attributes = dict(chat.attributes or {})
+        self.chat_after = {k: v for k, v in attributes.items() if k.startswith(self._AFTER)}
+        self.chat = {k: v for k, v in attributes.items() if k not in self.chat_after}
+        self.tool = {k: v for k, v in (tool.attributes or {}).items() if k != "gen_ai.tool.call.id"}
+        self.count = len(spans)
+
+
+class _Current:
+    """A span made current for a block and ended after it, with bare OpenTelemetry calls."""
+
+    def __init__(self, tracer: Any, name: str, attributes: dict[str, Any]) -> None:
+        self.span = tracer.start_span(name, attributes=attributes)
+
+    def __enter__(self) -> Any:
+        self.token = otel_context.attach(trace.set_span_in_context(self.span))
+        return self.span
+
+    def __exit__(self, *exc: object) -> None:
+        otel_context.detach(self.token)
+        self.span.end()
+
+
+async def bare_traced_run(reply_fn: Any, user_turn: Any, tracer: Any, shapes: SpanShapes) -> list[Any]:
+    """``bare_run`` making the framework's spans with bare SDK calls: one agent span around the run, a chat span
+    around each reply (its usage set after the reply), an ``execute_tool`` span around each call, each current
+    for its block. What emitting these spans costs any loop is this run's time less ``bare_run``'s."""
+    history: list[Any] = [user_turn]
+    request = SimpleNamespace(turns=history)
+    with _Current(tracer, shapes.agent_name, shapes.agent):
+        while True:
+            with _Current(tracer, shapes.chat_name, shapes.chat) as span:
+                reply = reply_fn(request)
+                await anyio.lowlevel.checkpoint()
+                span.set_attributes(shapes.chat_after)
+            history.append(reply)
+            calls = [p for p in (reply if isinstance(reply, list) else [reply]) if isinstance(p, ToolCall)]
+            if not calls:
+                return history
+            for call in calls:
+                with _Current(tracer, f"execute_tool {call.name}", {**shapes.tool, "gen_ai.tool.call.id": call.id}):
+                    arguments = json.loads(call.arguments)
+                    history.append(await lookup(**arguments))
+
+
 class Setup:
     """Everything one measurement needs, built once outside the timed region."""
 
@@ -119,6 +187,11 @@ class Setup:
         for _ in range(runs):
             await bare_run(reply_fn, user, yield_per_reply=yield_per_reply)
 
+    async def bare_traced(self, runs: int, tracer: Any, shapes: SpanShapes) -> None:
+        reply_fn, user = self.reply_fn, self.state.last
+        for _ in range(runs):
+            await bare_traced_run(reply_fn, user, tracer, shapes)
+
 
 async def _check(setup: Setup) -> None:
     """Both loops must do the work they claim before anything is timed."""
@@ -132,10 +205,17 @@ async def _check(setup: Setup) -> None:
     assert len(bare) == len(done), (len(bare), len(done))
 
 
-async def _measure(setup: Setup, runs: int, warmup: int, repeats: int) -> dict[str, float]:
+def _in_memory() -> tuple[TracerProvider, InMemorySpanExporter]:
     exporter = InMemorySpanExporter()
-    traced_provider = TracerProvider()
-    traced_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider_ = TracerProvider()
+    provider_.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider_, exporter
+
+
+async def _measure(setup: Setup, runs: int, warmup: int, repeats: int) -> dict[str, float]:
+    traced_provider, exporter = _in_memory()
+    bare_provider, bare_exporter = _in_memory()
+    bare_tracer = bare_provider.get_tracer("bench")
 
     async def traced() -> None:
         tracing.configure(traced_provider)
@@ -145,11 +225,19 @@ async def _measure(setup: Setup, runs: int, warmup: int, repeats: int) -> dict[s
             tracing.configure(None)
 
     await _check(setup)
+    tracing.configure(traced_provider)
+    try:
+        await setup.framework(1)
+    finally:
+        tracing.configure(None)
+    shapes = SpanShapes(list(exporter.get_finished_spans()))
+    exporter.clear()
     try:
         seconds = await interleave_async(
             {
                 "bare": lambda: setup.bare(runs),
                 "bare_yield": lambda: setup.bare(runs, yield_per_reply=True),
+                "bare_traced": lambda: setup.bare_traced(runs, bare_tracer, shapes),
                 "framework": lambda: setup.framework(runs),
                 "budgeted": lambda: setup.framework_budgeted(runs),
                 "traced": traced,
@@ -158,13 +246,17 @@ async def _measure(setup: Setup, runs: int, warmup: int, repeats: int) -> dict[s
         )
     finally:
         tracing.configure(None)
-    # Every traced sample must really have recorded its spans, or the traced figure means nothing.
-    spans_per_run = len(exporter.get_finished_spans()) / ((warmup + repeats) * runs)
-    exporter.clear()
-    traced_provider.shutdown()
+    # Every traced sample must really have recorded its spans, or the traced figures mean nothing.
+    samples = (warmup + repeats) * runs
+    spans_per_run = len(exporter.get_finished_spans()) / samples
+    bare_spans_per_run = len(bare_exporter.get_finished_spans()) / samples
+    for provider_, exporter_ in ((traced_provider, exporter), (bare_provider, bare_exporter)):
+        exporter_.clear()
+        provider_.shutdown()
     # One "chat" span per turn, one "execute_tool" span per tool turn, and the pattern's own span.
     expected = setup.turns_per_run + (setup.turns_per_run - 1) + 1
-    assert spans_per_run == expected, f"{spans_per_run} spans recorded per traced run, expected {expected}"
+    assert spans_per_run == expected == shapes.count == bare_spans_per_run, (
+        f"{spans_per_run} spans recorded per traced run ({bare_spans_per_run} by the bare loop), expected {expected}")
     seconds["spans_per_run"] = spans_per_run
     return seconds
 
@@ -185,9 +277,8 @@ def run(quick: bool = False) -> list[Figure]:
     yield_us = (seconds["bare_yield"] - seconds["bare"]) / turns * 1e6
     sizes = (f"{runs} ReAct runs x {setup.turns_per_run} step turns ({tool_turns} with one tool call) per sample, "
              f"median of {repeats}")
-    span_us = bare_span_seconds(200 if quick else 5000) * 1e6
+    floor_us = (seconds["bare_traced"] - seconds["bare_yield"]) / turns * 1e6
     spans_per_turn = seconds["spans_per_run"] / setup.turns_per_run
-    floor_us = spans_per_turn * span_us
     return [
         Figure(
             "(a) turn", "ReAct overhead per turn, tracing off", over, "µs", bare_us, "bare loop per turn",
@@ -209,38 +300,15 @@ def run(quick: bool = False) -> list[Figure]:
                    f"{seconds['spans_per_run']:.0f} spans per run",),
         ),
         Figure(
-            "(a) turn", "tracing's cost per turn, against the SDK's spans", traced_us - framework_us, "µs", floor_us,
-            f"{spans_per_turn:.2f} bare SDK spans",
-            notes=(f"one OpenTelemetry SDK span with a chat span's attributes, made current, ended and exported "
-                   f"in memory, alone: {span_us:.1f} µs; the GenAI conventions ask for a chat span per turn and an "
-                   "execute_tool span per tool call, so this is the floor of what tracing adds",),
+            "(a) turn", "tracing's cost per turn, against a bare loop's", traced_us - framework_us, "µs", floor_us,
+            f"bare loop, same {spans_per_turn:.2f} spans", high=FLOOR_TARGET, on_ratio=True,
+            target_text=f"<= {FLOOR_TARGET:g}x",
+            notes=("value = traced - untraced framework time per turn; baseline = the bare loop making the same "
+                   "spans (names, attributes, nesting, each current for its block) with bare OpenTelemetry SDK "
+                   "calls, less the bare loop: what emitting the GenAI conventions' chat and execute_tool spans "
+                   "costs any loop",),
         ),
     ]
-
-
-def bare_span_seconds(count: int) -> float:
-    """What one OpenTelemetry SDK span costs on its own (best of 5 rounds of ``count``): started with a chat
-    span's attributes, made current, ended, exported to memory; the floor under the traced figure."""
-    exporter = InMemorySpanExporter()
-    provider_ = TracerProvider()
-    provider_.add_span_processor(SimpleSpanProcessor(exporter))
-    tracer = provider_.get_tracer("bench")
-    attributes: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "function",
-                                  "gen_ai.request.model": "demo", "cognitive_loop.run.path": "ReAct",
-                                  "gen_ai.usage.input_tokens": 10, "gen_ai.usage.output_tokens": 5,
-                                  "gen_ai.response.finish_reasons": ("stop",)}
-    best = math.inf
-    for _ in range(5):
-        started = time.perf_counter()
-        for _ in range(count):
-            span = tracer.start_span("chat", attributes=attributes)
-            token = otel_context.attach(trace.set_span_in_context(span))
-            otel_context.detach(token)
-            span.end()
-        best = min(best, (time.perf_counter() - started) / count)
-        exporter.clear()
-    provider_.shutdown()
-    return best
 
 
 def profile(top: int = 25, runs: int = 300) -> str:
