@@ -50,29 +50,30 @@ from typing import Any
 import anyio
 import anyio.abc
 import anyio.to_thread
-import attrs
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from loop import EventBus, Role, Text, tracing
+from loop import EventBus, Text, tracing
 from session._bearer import TokenQuota, caller_in
 from session._events import MessageQueued
-from session._manager import Manager
+from session._manager import Manager, ShuttingDown
+from session._message import Message
 from session._serving import DEFAULT_MAX_CONVERSATION_BYTES, MAX_JSON_DEPTH, json_depth, lone_surrogate, utf8_json
 from session._session import Session
 from session.http._approvals import ApprovalRoutes
 from session.http._eventlog import EventLog, sse, time_ids
 from session.http._guards import Problem
+from session.http._owned import OpenSession
 from session.http._history import (LIST_SIZE, OFF_LOOP_CHARS, fitting, listing, page_chunks, page_number, sent,
-                                   text_size, utf8_size)
+                                   text_size)
 from session.http._openapi import MAX_EVENT_ID, MAX_PAGE_SIZE, OPENAPI, OPENAPI_31, PAGE_SIZE
 from session.http._shared import feed_sse, publishing
 from session.http._streamed import Streamed
 from session.http._wire import json_response as _json
 from session.http._wire import read_message
 from session.openai._errors import OpenAIError
-from session.stores._protocol import FeedStore
+from session.stores._protocol import FeedStore, HandOffStore
 
 _log = tracing.logger("session.http")
 OPEN_PATHS = ("/healthz", "/openapi.json", "/openapi-3.1.json")  # need no token, and no read budget
@@ -89,18 +90,6 @@ def session_key(owner: str, session_id: str) -> str:
     return f"{owner}:{session_id}"
 
 
-@attrs.define(eq=False)
-class _OpenSession:
-    """A session in use through this app: the manager's id for it (``key``), the id its client uses, and its
-    event log."""
-
-    key: str
-    id: str
-    log: EventLog
-    size: int | None = None  # bytes of message text, counted from when first needed (see ``_count``)
-    counted: int = 0  # how many of the session's turns ``size`` has measured
-
-
 class SessionRoutes:
     """The session routes of one running app, and their shared state: the manager, and each session's owner
     and event log."""
@@ -115,9 +104,12 @@ class SessionRoutes:
         self.quota = quota
         self.body_timeout = body_timeout
         self.max_conversation_bytes = max_conversation_bytes
-        self.sessions: dict[str, _OpenSession] = {}  # by key
+        self.sessions: dict[str, OpenSession] = {}  # by key
         # A store several processes share carries the events between them (see ``_shared``).
         self.feed = manager.store.event_feed() if isinstance(manager.store, FeedStore) else None
+        # Messages for a session another server runs go to that server (its events come back through the feed).
+        self.hands_off = (self.feed is not None and manager.leasing is not None
+                          and isinstance(manager.store, HandOffStore))
         self._unwatch = None if self.feed is None else manager.watch(functools.partial(publishing, self.feed))
 
     @staticmethod
@@ -164,7 +156,7 @@ class SessionRoutes:
 
     # -- helpers ------------------------------------------------------------------------------------------
 
-    async def _owned(self, request: Request) -> _OpenSession:
+    async def _owned(self, request: Request) -> OpenSession:
         """The session the path names, for the request's token: in use here, open in the manager (opened
         through the OpenAI-compatible API), or stored (closed, or from before a restart); else 404."""
         session_id = request.path_params["id"]
@@ -186,7 +178,7 @@ class SessionRoutes:
             owned = self._track(key, session_id, events)
         return owned
 
-    def _track(self, key: str, session_id: str, events: EventBus) -> _OpenSession:
+    def _track(self, key: str, session_id: str, events: EventBus) -> OpenSession:
         """Start keeping the session's event log. Logs of sessions no longer open are dropped once this app
         holds twice as many as the manager may have open (a client coming back to one gets a new log,
         numbered on from the old: see ``time_ids``), so a long-running server does not grow without end."""
@@ -195,11 +187,11 @@ class SessionRoutes:
                 del self.sessions[stale.key]
                 stale.log.close()
         log = EventLog(events, size=self.log_size, first_id=time_ids())
-        owned = self.sessions[key] = _OpenSession(key, session_id, log)
+        owned = self.sessions[key] = OpenSession(key, session_id, log)
         self.group.start_soon(log.run)
         return owned
 
-    def _open(self, owned: _OpenSession) -> Session | None:
+    def _open(self, owned: OpenSession) -> Session | None:
         """The session if it is open, with its log following its events (it may have been reopened)."""
         session = self.manager.get(owned.key)
         if session is None or session.closed:
@@ -213,7 +205,7 @@ class SessionRoutes:
             return await self.manager.open(key)
         return await self.quota.open(request.state.owner, key, refuse=_over_quota)
 
-    async def _live(self, request: Request, owned: _OpenSession) -> Session:
+    async def _live(self, request: Request, owned: OpenSession) -> Session:
         """The session, reopened from the store if the manager closed it (e.g. when it was idle)."""
         session = self._open(owned)
         if session is None:
@@ -221,29 +213,7 @@ class SessionRoutes:
             self._follow(owned, session)
         return session
 
-    def _count(self, owned: _OpenSession, session: Session, text: str) -> int:
-        """Add ``text`` to the conversation's running total of message text, or refuse it (413) when it would
-        pass ``max_conversation_bytes``; the bytes added. The total is measured the first time from what the
-        session holds, and after that, from the turns stored since that were not posted here (answers, tool
-        results), so that a message costs no more than its own text and the turns added since."""
-        limit = self.max_conversation_bytes
-        if limit is None:
-            return 0
-        turns = session.state.turns
-        if owned.size is None or len(turns) < owned.counted:  # first needed, or the conversation was cut back
-            owned.size, owned.counted = text_size(turns), len(turns)
-        else:  # the turns stored since, less the user's: those were counted as they were posted
-            owned.size += text_size(t for t in turns[owned.counted:] if t.role is not Role.USER)
-            owned.counted = len(turns)
-        added = utf8_size(text)
-        if owned.size + added > limit:
-            raise Problem(413, "conversation_too_large",
-                          f"this message ({added} bytes) would take the conversation past {limit} bytes of message "
-                          "text, the most the server keeps in one conversation; start a new session")
-        owned.size += added
-        return added
-
-    def _follow(self, owned: _OpenSession, session: Session) -> None:
+    def _follow(self, owned: OpenSession, session: Session) -> None:
         """Make the session's log record ``session``'s events; a log let go meanwhile (deleted, or pruned by
         ``_track`` while this request waited) is replaced by the current one, or a new one."""
         if owned.log.closed:
@@ -324,9 +294,15 @@ class SessionRoutes:
     async def message(self, request: Request) -> Response:
         owned = await self._owned(request)
         message = read_message(await self._body(request, required=True))
-        session = await self._live(request, owned)
+        if self.manager.stopping:  # draining: its sessions take no new messages; another server takes this one
+            raise ShuttingDown("the server is shutting down: it takes no new messages")
         text = message if isinstance(message, str) else "".join(p.text for p in message if isinstance(p, Text))
-        added = self._count(owned, session, text)
+        if self._open(owned) is None and self.hands_off:  # not running here: it may be running on another server
+            handed = await self._hand_off(request, owned, message, text)
+            if handed is not None:
+                return handed
+        session = await self._live(request, owned)
+        added = owned.count(session.state.turns, text, self.max_conversation_bytes)
         # The queue position is only published, so read it off the bus around the post. The message is in the
         # store (its inbox) before the 202 goes out: it runs even if the process is killed first.
         try:
@@ -338,6 +314,23 @@ class SessionRoutes:
                 owned.size -= added
             raise
         return _json({"message_id": message_id, "position": queued[0].position if queued else 0}, 202)
+
+    async def _hand_off(self, request: Request, owned: OpenSession, message: Message, text: str) -> Response | None:
+        """Post the message to the server that runs the session, when another does (``Manager.hand_off``): the
+        202 the message gets; ``None`` when this server should run it."""
+        added = 0
+        if self.max_conversation_bytes is not None:
+            state = await self.manager.history(owned.key)
+            added = owned.count(state.turns if state is not None else (), text, self.max_conversation_bytes)
+        handed = None
+        try:
+            handed = await self.manager.hand_off(owned.key, message, caller=caller_in(request.scope))
+        finally:
+            if handed is None and owned.size is not None:  # not posted here after all
+                owned.size -= added
+        if handed is None:
+            return None
+        return _json({"message_id": handed[0], "position": handed[1]}, 202)
 
     async def interrupt(self, request: Request) -> Response:
         owned = await self._owned(request)
