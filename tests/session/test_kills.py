@@ -113,9 +113,17 @@ async def left_waiting(db: Path) -> tuple[int, int]:
 
 
 async def conversation(client: httpx.AsyncClient, session_id: str) -> list[Turn]:
-    response = await client.get(f"/sessions/{session_id}/turns")
-    assert response.status_code == 200, response.text
-    return [Turn.from_dict(t) for t in response.json()["turns"]]
+    """The whole stored conversation, every page of it."""
+    turns: list[Turn] = []
+    params: dict[str, int] = {}
+    while True:
+        response = await client.get(f"/sessions/{session_id}/turns", params=params)
+        assert response.status_code == 200, response.text
+        page = response.json()
+        turns += [Turn.from_dict(t) for t in page["turns"]]
+        if page["next"] is None:
+            return turns
+        params = {"after": page["next"]}
 
 
 def examine(turns: list[Turn], acked: list[int]) -> Findings:
