@@ -90,9 +90,10 @@ PUBLIC = {
         "register_store", "step_factory", "tune_collector",
     ],
     "session.stores": [
-        "CheckpointStore", "DeletingStore", "InboxStore", "Lease", "LeaseLost", "LeaseStore", "ListingStore",
-        "MemoryStore", "PostgresStore", "SQLiteStore", "Store", "StoreCheckpoints", "StoreConflict", "StoreError",
-        "StoredSession", "known_schemes", "open_store", "register_store",
+        "CheckpointStore", "DeletingStore", "EventFeed", "FeedStore", "HandOffStore", "HandOffs", "InboxStore", "Lease",
+        "LeaseLost", "LeaseStore", "ListingStore", "MemoryStore", "PostgresStore", "SQLiteStore", "Store",
+        "StoreCheckpoints", "StoreConflict", "StoreError", "StoredSession", "known_schemes", "open_store",
+        "register_store",
     ],
     "session.testing": [
         "ConformanceError", "check_lease_store", "check_store"

@@ -6,6 +6,10 @@
     CheckpointStore   a store that keeps checkpoints, a long run's saved progress (an optional ability)
     ListingStore      a store that can list its conversations, newest first (an optional ability)
     LeaseStore        a store that leases each conversation to one worker of many (an optional ability)
+    HandOffStore      a leasing store that hands a message to the worker holding its conversation (an optional
+                      ability); ``HandOffs`` follows what is handed to one worker
+    FeedStore         a store that carries its sessions' events between processes (an optional ability), through
+                      its ``EventFeed``
     Lease, LeaseLost  a worker's lease of a conversation; the error of a write fenced off by a newer lease
     StoredSession     what a listing says of one conversation: id, title, turns, when updated
     StoreCheckpoints  such a store as the ``cognitive.Checkpoints`` a search saves its progress to
@@ -25,16 +29,18 @@ from session._lazy import exports
 from session.stores._checkpoints import StoreCheckpoints
 from session.stores._memory import MemoryStore
 from session.stores._open import known_schemes, open_store, register_store
-from session.stores._protocol import (CheckpointStore, DeletingStore, InboxStore, Lease, LeaseLost, LeaseStore,
-                                     ListingStore, Store, StoreConflict, StoredSession, StoreError)
+from session.stores._protocol import (CheckpointStore, DeletingStore, EventFeed, FeedStore, HandOffs, HandOffStore,
+                                     InboxStore, Lease, LeaseLost, LeaseStore, ListingStore, Store, StoreConflict,
+                                     StoredSession, StoreError)
 from session.stores._sqlite import SQLiteStore
 
 if TYPE_CHECKING:
     from session.stores._postgres import PostgresStore
 
-__all__ = ["CheckpointStore", "DeletingStore", "InboxStore", "Lease", "LeaseLost", "LeaseStore", "ListingStore", "MemoryStore", "PostgresStore",
-           "SQLiteStore", "Store", "StoreCheckpoints", "StoreConflict", "StoreError", "StoredSession", "known_schemes",
-           "open_store", "register_store"]
+__all__ = ["CheckpointStore", "DeletingStore", "EventFeed", "FeedStore", "HandOffStore", "HandOffs", "InboxStore", "Lease",
+           "LeaseLost", "LeaseStore", "ListingStore", "MemoryStore", "PostgresStore", "SQLiteStore", "Store",
+           "StoreCheckpoints", "StoreConflict", "StoreError", "StoredSession", "known_schemes", "open_store",
+           "register_store"]
 
 # PostgresStore loads psycopg (the postgres extra) on first use only.
 __getattr__, __dir__ = exports(__name__, {"session.stores._postgres": ("PostgresStore",)})

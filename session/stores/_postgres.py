@@ -21,7 +21,8 @@ its holder, an expiry by the server's clock and an epoch that grows with each ne
 done and delete checks in its own transaction (the fencing). Advisory locks would not do: they belong to one
 connection of the pool and die silently with it, and leave no token a later write could be checked against.
 
-Branches, blobs and the schema are in ``_postgres_sql``; leases and fencing in ``_postgres_leases``; connecting in
+Branches, blobs and the schema are in ``_postgres_sql``; leases and fencing in ``_postgres_leases``; handing a
+message to a conversation's holder in ``_postgres_handoff``; connecting in
 ``_postgres_pool``; the URL and its password in ``_postgres_url``.
 """
 
@@ -36,6 +37,7 @@ import psycopg
 
 from loop import State, Turn, UsageError, tracing
 from loop.checks import positive_number
+from session.stores._postgres_handoff import PostgresHandOff
 from session.stores._postgres_leases import Held, PostgresLeasing, fence
 from session.stores._postgres_sql import (NOW, SCHEMA_VERSION, forget_blobs, keep_blobs, migrate, read_blobs,
                                           read_listing, read_turns)
@@ -60,11 +62,12 @@ _LOCK_ROW = "SELECT length, rev, version FROM sessions WHERE id = %s FOR UPDATE"
 _SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"  # reads see one moment of the database
 
 
-class PostgresStore(PostgresLeasing):
+class PostgresStore(PostgresLeasing, PostgresHandOff):
     """A ``Store`` in a PostgreSQL database, at ``url`` (``postgresql://user[:password]@host[:port]/database``;
     libpq's ``PG*`` variables fill in what else it leaves out, ``PGPASSWORD`` the password). It is a
-    ``DeletingStore``, an ``InboxStore``, a ``CheckpointStore``, a ``ListingStore``, a ``LeaseStore`` and a
-    ``FeedStore`` (its sessions' events go between processes through ``event_feed``), keeps the
+    ``DeletingStore``, an ``InboxStore``, a ``CheckpointStore``, a ``ListingStore``, a ``LeaseStore``, a
+    ``HandOffStore`` (a message is handed to the worker holding its conversation) and a ``FeedStore`` (its
+    sessions' events go between processes through ``event_feed``), keeps the
     bytes of images and files once each by digest, as ``SQLiteStore`` does, and several processes may share one
     database (see the module's notes on conflicts and leases). Once the store has taken the lease of a conversation
     (``acquire``), its writes of it are fenced by that lease; a store that takes none writes as before, except while

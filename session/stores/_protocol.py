@@ -159,6 +159,37 @@ class LeaseStore(Store, Protocol):
     async def lapsed(self) -> tuple[str, ...]: ...
 
 
+class HandOffs(Protocol):
+    """The conversations whose inbox another worker has put a message in for one holder: an async iterator of their
+    ids, each as it happens, and ``None`` after any moment it may have missed some (then every conversation the
+    holder runs may have new messages), closed with ``aclose`` (or ``async with``)."""
+
+    def __aiter__(self) -> AsyncIterator[str | None]: ...
+
+    async def __anext__(self) -> str | None: ...
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class HandOffStore(LeaseStore, InboxStore, Protocol):
+    """The optional ability of a leasing store to hand a message to the worker that holds its conversation, rather
+    than move the conversation to the worker the message reached (``PostgresStore`` has it).
+
+    ``hand_off`` puts ``message`` (a user turn with a ``message_id`` in its meta, as for ``post``) in the
+    conversation's inbox while another holder's lease of it is live, tells that holder, and returns how many
+    messages wait before it (the one running included); while no lease is live it stores nothing and returns
+    ``None`` (the caller then takes the lease itself). When ``limit`` messages or more wait already, it stores
+    nothing and returns their number. The lease cannot be released between the check and the
+    message being stored, so a holder that lets go of it after finds the message waiting. ``hand_offs(holder)``
+    follows what is handed to ``holder`` (``HandOffs``).
+    """
+
+    async def hand_off(self, session_id: str, message: Turn, *, limit: int) -> int | None: ...
+
+    def hand_offs(self, holder: str) -> HandOffs: ...
+
+
 @runtime_checkable
 class FollowedEvent(Protocol):
     """One event of a feed: its ``id`` (rising within its session), its wire ``type``, its JSON text ``data``, and
