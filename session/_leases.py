@@ -1,11 +1,13 @@
 """``Leasing``: how a ``Manager`` whose store is shared by several processes (a ``LeaseStore``) runs a conversation
 only while it holds its lease.
 
-A conversation moves to the worker its messages reach. A worker opens a session once it holds the session's lease
-(``take``: when another worker holds it, it waits for that worker to let go, at most ``wait`` seconds), loads the
-conversation as the store holds it, and lets go of the lease as soon as the session has been idle for ``idle``
-seconds, so a message reaching another worker next finds the conversation free. Messages posted one after another
-through any workers thus run in the order posted, each once, on whichever worker holds the conversation then.
+A worker opens a session once it holds the session's lease (``take``: when another worker holds it, it waits for
+that worker to let go, at most ``wait`` seconds), loads the conversation as the store holds it, and lets go of the
+lease as soon as the session has been idle for ``idle`` seconds. With a store that hands messages off
+(``HandOffStore``), a message reaching a worker that does not hold the conversation's live lease goes to the
+holder instead: the store keeps it in the inbox and tells the holder, whose session queues it (``refill``) and
+runs it; so a conversation stays on one worker while it is busy, and moves only once it has been let go. Messages
+posted one after another through any workers thus run in the order posted, each once.
 
 While it holds leases, a worker renews them every third of their ``ttl``. A session whose lease was taken over
 (after the worker stalled past the ``ttl``, or lost the database for that long) is closed at once: the store fences
@@ -21,16 +23,29 @@ import secrets
 import socket
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from loop import tracing
 from loop.checks import non_negative_number, positive_number
-from session.stores._protocol import LeaseStore, StoreError, check_holder
+from session._message import Message, SessionBusy, SessionClosed, posted_turn
+from session.stores._protocol import HandOffStore, LeaseStore, StoreError, check_holder
 
 if TYPE_CHECKING:
     from session._session import Session
+
+Adopt = Callable[[str], Awaitable[object]]
+
+
+async def hand_off(store: HandOffStore, session_id: str, message: Message, caller: Any, queue_size: int
+                   ) -> tuple[str, int] | None:
+    """``Manager.hand_off`` on ``store``: ``SessionBusy`` when ``queue_size`` messages wait there already."""
+    posted = posted_turn(message, caller, f"msg_{secrets.token_hex(8)}")
+    waiting = await store.hand_off(session_id, posted, limit=queue_size + 1)  # and the one running
+    if waiting is not None and waiting > queue_size:
+        raise SessionBusy(f"session {session_id!r} already has {waiting - 1} messages waiting")
+    return None if waiting is None else (posted.meta["message_id"], waiting)
 
 _log = tracing.logger("session.leases")
 
@@ -140,3 +155,43 @@ class Leasing:
         for session_id in orphans:
             if session_id not in self.held:
                 await adopt(session_id)
+
+    async def follow_hand_offs(self, store: HandOffStore, get: Callable[[str], Session | None],
+                               sessions: Callable[[], Iterable[Session]], adopt: Adopt) -> None:
+        """Run for as long as the manager: queue each message another worker hands to this one in its session
+        (``get(id)``), or, when the session is no longer open here, take the conversation over (``adopt``); after a
+        moment in which hand-offs may have been missed, every open session reads its inbox again."""
+        try:
+            following = store.hand_offs(self.holder)
+        except StoreError as exc:
+            _log.error("cannot follow the messages other workers hand to this one", error=str(exc))
+            return
+        try:
+            async with anyio.create_task_group() as group:
+                async for session_id in following:
+                    ids = [s.id for s in sessions()] if session_id is None else [session_id]
+                    for one in ids:
+                        group.start_soon(self._take_handed, one, get, adopt)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await following.aclose()
+
+    async def _take_handed(self, session_id: str, get: Callable[[str], Session | None], adopt: Adopt) -> None:
+        delay = FIRST_POLL
+        for _ in range(5):
+            session = get(session_id)
+            if session is None:
+                break
+            try:
+                await session.refill()
+                return
+            except SessionClosed:
+                break
+            except StoreError as exc:  # it waits in the inbox: read again shortly
+                _log.warning("could not read a handed-off message; trying again", session=session_id,
+                             error=str(exc))
+                await anyio.sleep(delay)
+                delay = min(MAX_POLL * 4, delay * 4)
+        else:
+            return  # the message waits in the inbox for the session's next read, or for whoever opens it next
+        await adopt(session_id)

@@ -13,16 +13,18 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from loop import EventBus, LoopError, Provider, State, Turn, UsageError, has, tracing
+from loop import Caller, EventBus, LoopError, Provider, State, Turn, UsageError, has, tracing
 from loop.checks import non_negative_number, positive_int, positive_number
 from session._groups import unwrap
-from session._leases import Leasing
+from session._leases import Leasing, hand_off
+from session._message import Message
 from session._resume import history_of, resume
 from session._session import Session, TurnProcessor
 from session._steps import StepFactory, check_processor, checkpoints_var, step_factory
 from session.stores._checkpoints import StoreCheckpoints
 from session.stores._memory import MemoryStore
-from session.stores._protocol import CheckpointStore, InboxStore, LeaseLost, LeaseStore, Store, check_session_id
+from session.stores._protocol import (CheckpointStore, HandOffStore, InboxStore, LeaseLost, LeaseStore, Store,
+                                     check_session_id)
 from cognitive import Checkpoints
 
 Watcher = Callable[[Session], AbstractAsyncContextManager[object]]
@@ -139,6 +141,9 @@ class Manager:
         self._group.start_soon(self._reap_idle)
         if self.leasing is not None:
             self._group.start_soon(self.leasing.keep, self.sessions, self.close, self._adopt)
+            if isinstance(self.store, HandOffStore):
+                receiving = lambda sid: None if self.stopping else self._sessions.get(sid)  # noqa: E731 (not draining)
+                self._group.start_soon(self.leasing.follow_hand_offs, self.store, receiving, self.sessions, self._adopt)
         try:
             await self._resume_waiting()
         except BaseException as exc:
@@ -237,6 +242,15 @@ class Manager:
         async with self._one_at_a_time(session_id):
             return await self._open(session_id, history, wait)
 
+    async def hand_off(self, session_id: str, message: Message, *, caller: Caller | None = None
+                       ) -> tuple[str, int] | None:
+        """Post a user's ``message`` to run on the worker holding session ``session_id`` (a ``HandOffStore``): its id
+        and how many messages wait before it; ``None`` (nothing posted) when it is open here or nobody holds it."""
+        store = self.store if self.leasing is not None else None
+        if not isinstance(store, HandOffStore) or check_session_id(session_id) in self._sessions:
+            return None
+        return await hand_off(store, session_id, message, caller, self.queue_size)
+
     @asynccontextmanager
     async def _one_at_a_time(self, session_id: str) -> AsyncIterator[None]:
         """Hold session ``session_id``'s lock: opening it (from taking its lease to registering the session) and
@@ -334,14 +348,15 @@ class Manager:
         return lambda: self._watchers.remove(watcher) if watcher in self._watchers else None
 
     async def drain(self, grace: float) -> None:
-        """Shut down gently: open no more sessions (``ShuttingDown``, so a load balancer sends the next request to
-        another worker), give the messages running or waiting up to ``grace`` seconds to finish, then ``stop``.
-        With leases, each session's lease is let go as its worker stops, so another worker takes the conversation
-        over at once (a message ``stop`` cut short runs again there from its start, when it was posted)."""
+        """Shut down gently: take no new sessions or hand-offs (``ShuttingDown``: a load balancer tries another
+        worker), close each session once its messages are done, at most ``grace`` seconds, then ``stop``. With
+        leases, each lease goes as its worker stops: another worker takes the conversation over at once."""
         non_negative_number("grace", grace, unit="seconds")
         self.stopping = True
         with anyio.move_on_after(grace):
-            while any(session.busy for session in self._sessions.values()):
+            while self._sessions:  # each closes once idle (with leases, its conversation is free from then on)
+                for session in [s for s in self._sessions.values() if not s.busy]:
+                    await self.close(session.id)
                 await anyio.sleep(0.05)
         await self.stop()
 

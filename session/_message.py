@@ -9,7 +9,7 @@ from typing import Any, Union
 
 from cognitive import WithOutput
 from loop import (Approver, Caller, Decision, File, Image, LoopError, Options, OutputType, Part, Role, State, Text,
-                  ToolResult, ToolSpec, TurnExecutor, UsageError, Wake, external_tools, turn_options)
+                  ToolResult, ToolSpec, Turn, TurnExecutor, UsageError, Wake, external_tools, turn_options)
 
 Message = Union[str, Part, Sequence[Part]]
 Processor = Callable[[TurnExecutor, State], Awaitable[State]]
@@ -138,6 +138,19 @@ def checked_decisions(decisions: Any) -> tuple[Decision, ...]:
         raise UsageError(f"approve takes loop.Decision values answering the calls that wait for approval, got "
                          f"{decisions!r}")
     return tuple(decisions)
+
+
+def posted_turn(message: Message, caller: Any, message_id: str) -> Turn:
+    """The inbox's turn of a user's ``message`` posted by ``caller`` (a ``loop.Caller`` or ``None``) under
+    ``message_id``; ``UsageError`` for anything but a user's message."""
+    parts = message_parts(message)
+    if role_of(parts) is not Role.USER:
+        raise UsageError("only a user's message can be posted; send tool results to the open session")
+    meta: dict[str, Any] = {"message_id": message_id}
+    checked = checked_caller(caller)
+    if checked is not None:
+        meta["caller"] = checked.to_dict()
+    return Turn(Role.USER, parts, meta)
 
 
 def role_of(parts: tuple[Part, ...]) -> Role:

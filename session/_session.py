@@ -24,9 +24,10 @@ from session._message import (NO_DEPS, Queued, SessionBusy as SessionBusy, Sessi
                               ToolResultsMismatch as ToolResultsMismatch, checked_caller, checked_decisions,
                               checked_message, message_options, message_parts, role_of)
 from session._resume import answer_open_calls, mark_done
+from session._handed import posted_item, refill
 from session._running import serve_until_interrupted
 from session.stores._memory import MemoryStore
-from session.stores._protocol import InboxStore, Store
+from session.stores._protocol import HandOffStore, InboxStore, Store, StoreError
 
 _log = tracing.logger("session")
 
@@ -75,10 +76,13 @@ class Session:
         self._stored = state if state is not None else State()
         self._queue_size = non_negative_int("queue_size", queue_size)
         # The FIFO the worker reads; ``_wake`` is set when the worker waits on an empty queue.
-        self._queue: deque[Queued] = deque(_posted(t) for t in waiting)
+        self._queue: deque[Queued] = deque(posted_item(t) for t in waiting)
         self._wake: Wake | None = None
         self._waiting = len(self._queue)
         self._pending: dict[str, Queued] = {item.id: item for item in self._queue}
+        self._known = set(self._pending)  # every inbox message this session has queued (see ``refill``)
+        self._refilling: anyio.Lock | None = None
+        self._handed = isinstance(store, HandOffStore)  # other workers put messages in its inbox
         self._inbox = store if isinstance(store, InboxStore) else None
         self._dropped: list[str] = []  # posted messages an interrupt dropped, to mark done in the inbox
         # Message ids: a random prefix per session, then a counter (cheaper than fresh randomness per message).
@@ -153,6 +157,7 @@ class Session:
             raise UsageError("post takes a user's message; send tool results with send or ask")
         checked_caller(caller)
         item = self._enqueue(message)
+        self._known.add(item.id)
         item.caller = caller
         item.writing = True
         meta: dict[str, Any] = {"message_id": item.id}
@@ -164,6 +169,11 @@ class Session:
         except Exception as exc:
             self._unqueue(item, exc)
             raise
+        if self._handed:  # other workers may have put messages in the inbox before this one: they run first
+            try:
+                await self.refill(before=item)
+            except (SessionClosed, StoreError):
+                pass  # closed: handled below; unreadable: they run when next read, or when the session reopens
         item.writing = False
         item.posted = True
         queue = self._queue
@@ -177,6 +187,18 @@ class Session:
             if queue[0] is item:
                 self._wake_worker()
         return item.id
+
+    async def refill(self, *, before: Queued | None = None) -> int:
+        """Queue, in the inbox's order, the messages other workers put in this conversation's inbox for it
+        (``HandOffStore.hand_off``) that it has not queued yet; how many. Those the inbox holds before ``before``
+        (a message this session posted) are queued ahead of it. ``SessionClosed`` once it is closed (the messages
+        then wait in the inbox for whoever opens the conversation next)."""
+        if self._inbox is None:
+            return 0
+        if self._refilling is None:
+            self._refilling = anyio.Lock()
+        async with self._refilling:  # one read at a time, or two would queue the same message twice
+            return await refill(self, self._inbox, before)
 
     def _enqueue(self, message: Message, output: OutputType[Any] | None = None, tools: tuple[ToolSpec, ...] = (),
                  options: Options | None = None) -> Queued:
@@ -349,12 +371,3 @@ class Session:
                 write_now(self, memory, state, rewind=rewind)
             else:
                 await persist(self, state, rewind=rewind)
-
-
-def _posted(turn: Turn) -> Queued:
-    """A message a stopped process left in the inbox, as it was posted (with its caller, when it named one)."""
-    item = Queued(turn.meta["message_id"], tuple(turn.parts), posted=True)
-    caller = turn.meta.get("caller")
-    if caller is not None:
-        item.caller = Caller.from_dict(caller)
-    return item
