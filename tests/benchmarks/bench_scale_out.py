@@ -8,9 +8,10 @@ tests.benchmarks.scale_out_agent:make_agent`` processes on 127.0.0.1 (``--rate-l
 - the baseline: 1 process on the SQLite store (a file in a temporary folder);
 - 1 process on PostgreSQL;
 - 3 processes on one PostgreSQL database, the messages posted round robin: message k of session i goes to server
-  (i + k) mod 3, so every message after a session's first reaches another server than the one before, and the
-  conversation moves there: that server waits until the previous one lets go of its lease (it does once the
-  session has been idle for ``lease_idle``, 1 s by default), then runs it.
+  (i + k) mod 3, so every message after a session's first reaches another server than the one before. A server
+  that does not hold the conversation hands the message to the one that does (``HandOffStore``: stored in the
+  inbox, the holder notified); a conversation let go (idle for ``lease_idle``, 1 s by default) is taken up by the
+  server the next message reaches.
 
 Each PostgreSQL case gets a fresh schema of the ``COGNITIVE_LOOP_TEST_POSTGRES`` database, dropped after; without
 that variable (or a server it reaches) only the baseline runs, and the output says why.
