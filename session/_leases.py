@@ -70,6 +70,7 @@ class Leasing:
         self.wait = non_negative_number("lease_wait", wait, unit="seconds")
         self.holder = new_holder() if holder is None else check_holder(holder)
         self.held: set[str] = set()
+        self._changed: set[str] = set()  # taken or let go since the renewal under way began: not its to judge
         self._renewed = time.monotonic()  # when every lease in ``held`` was last known to be ours
 
     async def take(self, session_id: str, *, wait: bool = True, stopping: Callable[[], bool] = lambda: False
@@ -82,6 +83,7 @@ class Leasing:
             lease = await self.store.acquire(session_id, self.holder, self.ttl)
             if lease is not None:
                 self.held.add(session_id)
+                self._changed.add(session_id)
                 return True
             left = deadline - time.monotonic()
             if left <= 0 or stopping():
@@ -94,6 +96,7 @@ class Leasing:
         store is told even when this worker no longer counts it as held: releasing a lease another holds changes
         nothing, and one this worker still holds must never be left to be renewed."""
         self.held.discard(session_id)
+        self._changed.add(session_id)
         with anyio.CancelScope(shield=True):  # a lease left held keeps the conversation from others for a ttl
             try:
                 await self.store.release(session_id, self.holder)
@@ -103,7 +106,8 @@ class Leasing:
     async def renew(self) -> set[str]:
         """Renew every lease held; the sessions whose lease is no longer this worker's (taken over, or not renewed
         for a whole ``ttl`` because the store failed: another worker may have taken them by now)."""
-        held = set(self.held)  # those taken while the renewal runs are not in its answer, and not lost
+        held = set(self.held)
+        self._changed = set()  # those taken or let go while the renewal runs are not lost, whatever it answers
         if not held:
             self._renewed = time.monotonic()
             return set()
@@ -115,10 +119,10 @@ class Leasing:
                 _log.warning("could not renew the leases; trying again", error=str(exc))
                 return set()
             _log.error("the leases were not renewed for a whole ttl: their sessions stop", error=str(exc))
-            lost = held
+            lost = held - self._changed
         else:
             self._renewed = began
-            lost = held - kept
+            lost = held - kept - self._changed
         self.held -= lost
         return lost
 

@@ -206,3 +206,35 @@ async def test_a_session_reopened_as_its_idle_worker_stops_keeps_its_lease() -> 
             assert not shared.leases["s"][3], "the stopping worker gave up the lease the new session holds"
             state = await again.ask("second")
     assert texts(state) == ["first", "FIRST", "second", "SECOND"]
+
+
+async def test_a_lease_let_go_and_taken_again_while_a_renewal_runs_is_not_counted_lost() -> None:
+    # The renewal answers from before the session was let go and opened again: its lease is new, and kept.
+    from session._leases import Leasing
+
+    shared = Shared()
+    store = Worker(shared)
+    renewing, answer = anyio.Event(), anyio.Event()
+    renew = store.renew
+
+    async def slow_renew(holder: str, ttl: float) -> tuple[str, ...]:
+        kept = await renew(holder, ttl)
+        renewing.set()
+        await answer.wait()
+        return tuple(k for k in kept if k != "s")  # as if it ran while "s" was let go
+
+    store.renew = slow_renew  # type: ignore[method-assign]
+    leasing = Leasing(store, ttl=5.0, idle=1.0, wait=0.0, holder="A")
+    assert await leasing.take("s") and await leasing.take("t")
+    async with anyio.create_task_group() as group:
+        lost: list[set[str]] = []
+
+        async def renewal() -> None:
+            lost.append(await leasing.renew())
+
+        group.start_soon(renewal)
+        await renewing.wait()
+        await leasing.release("s")
+        assert await leasing.take("s")
+        answer.set()
+    assert lost == [set()] and leasing.held == {"s", "t"}
