@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from loop import Caller, Turn
 from session._events import MessageQueued
 from session._message import Queued, SessionClosed
-from session.stores._protocol import InboxStore
+from session.stores._protocol import HandOffStore, InboxStore
 
 if TYPE_CHECKING:
     from session._session import Session
@@ -26,15 +26,25 @@ def posted_item(turn: Turn) -> Queued:
 
 async def refill(session: Session, inbox: InboxStore, before: Queued | None) -> int:
     """``Session.refill``, under its lock: read the inbox, queue what the session has not queued yet, in order, and
-    move ``before`` behind every message the inbox holds before it."""
+    move ``before`` behind every message the inbox holds before it. A ``HandOffStore`` is asked for the ids first,
+    and read whole only when it holds a message the session has not queued."""
     if session.closed:
         raise SessionClosed(f"session {session.id!r} is closed")
-    waiting = await inbox.inbox(session.id)
+    known = session._known
+    if isinstance(inbox, HandOffStore):
+        ids = await inbox.waiting_ids(session.id)
+        fresh: tuple[Turn, ...] = ()
+        if any(i not in known for i in ids):
+            fresh = await inbox.inbox(session.id)
+            ids = tuple(str(t.meta.get("message_id")) for t in fresh)
+    else:
+        fresh = await inbox.inbox(session.id)
+        ids = tuple(str(t.meta.get("message_id")) for t in fresh)
     if session.closed:
         raise SessionClosed(f"session {session.id!r} is closed")
-    queue, known = session._queue, session._known
+    queue = session._queue
     added = 0
-    for turn in waiting:
+    for turn in fresh:
         if turn.meta.get("message_id") in known:
             continue
         item = posted_item(turn)
@@ -45,12 +55,8 @@ async def refill(session: Session, inbox: InboxStore, before: Queued | None) -> 
         added += 1
         if session.events.has_subscribers:
             session.events.publish(MessageQueued(item.id, len(queue) - 1 + (session._current is not None)))
-    if before is not None and before in queue:
-        earlier = set()
-        for turn in waiting:
-            if turn.meta.get("message_id") == before.id:
-                break
-            earlier.add(turn.meta.get("message_id"))
+    if before is not None and before in queue and before.id in ids:
+        earlier = set(ids[:ids.index(before.id)])
         last = max((i for i, q in enumerate(queue) if q.id in earlier), default=-1)
         if last > queue.index(before):  # posted here after them, queued before them: it runs after them
             queue.remove(before)

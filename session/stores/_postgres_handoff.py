@@ -176,6 +176,12 @@ class PostgresHandOff:
         async with self._queued.of("session", session_id):
             return await self._call(hand_off_message, session_id, message_id, rows, limit)
 
+    async def waiting_ids(self, session_id: str) -> tuple[str, ...]:
+        """The ``message_id`` of each message in the inbox of conversation ``session_id``, oldest first."""
+        check_session_id(session_id)
+        return await self._call(lambda conn: tuple(row[0] for row in conn.execute(
+            "SELECT message_id FROM inbox WHERE session_id = %s ORDER BY seq", (session_id,))))
+
     def hand_offs(self, holder: str) -> HandOffFollower:
         """Follow the conversations other workers hand messages to ``holder`` in (see ``HandOffFollower``)."""
         check_holder(holder)

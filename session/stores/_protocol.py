@@ -182,10 +182,13 @@ class HandOffStore(LeaseStore, InboxStore, Protocol):
     ``None`` (the caller then takes the lease itself). When ``limit`` messages or more wait already, it stores
     nothing and returns their number. The lease cannot be released between the check and the
     message being stored, so a holder that lets go of it after finds the message waiting. ``hand_offs(holder)``
-    follows what is handed to ``holder`` (``HandOffs``).
+    follows what is handed to ``holder`` (``HandOffs``); ``waiting_ids`` gives the ``message_id`` of each message
+    in a conversation's inbox, oldest first (a cheaper read than ``inbox``).
     """
 
     async def hand_off(self, session_id: str, message: Turn, *, limit: int) -> int | None: ...
+
+    async def waiting_ids(self, session_id: str) -> tuple[str, ...]: ...
 
     def hand_offs(self, holder: str) -> HandOffs: ...
 

@@ -385,8 +385,8 @@ def figures(found: dict[str, Load], sessions: int, messages: int, skipped: str |
             f"CPU meanwhile: {done.server_cpu:.1f} s in the server process(es) ({per_message:.2f} ms a message), "
             f"{done.client_cpu:.1f} s in the client (this process); the database's is not counted",
             f"POST -> 202: p50 {percentile(done.accepted, 0.5) * 1000:.1f} ms, p99 "
-            f"{percentile(done.accepted, 0.99) * 1000:.1f} ms (on PostgreSQL the POST waits until its server holds "
-            "the conversation's lease)")
+            f"{percentile(done.accepted, 0.99) * 1000:.1f} ms (on PostgreSQL the POST is answered once the message "
+            "is in the inbox: taken up by its server, or handed to the server holding the conversation)")
         if done.refused:
             counts = ", ".join(f"{n} x {why}" for why, n in sorted(collections.Counter(done.refused).items()))
             notes += (f"POSTs refused, each posted again (its times run from the first POST): {counts}",)

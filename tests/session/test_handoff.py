@@ -53,6 +53,7 @@ async def test_a_message_is_handed_off_only_while_another_holds_a_live_lease(pg_
         assert await other.hand_off("s1", posted("m1"), limit=10) == 0
         assert await other.hand_off("s1", posted("m2"), limit=10) == 1
         assert [t.meta["message_id"] for t in await holder.inbox("s1")] == ["m1", "m2"]
+        assert await holder.waiting_ids("s1") == ("m1", "m2")
         assert await other.hand_off("s1", posted("m3"), limit=2) == 2  # two wait already: refused, not stored
         assert [t.meta["message_id"] for t in await holder.inbox("s1")] == ["m1", "m2"]
         await holder.release("s1", "A")
