@@ -17,14 +17,9 @@ from loop import Role, Text, Turn
 from provider import Function
 from session import Manager, SessionBusy
 from session.stores._protocol import HandOffStore
-from tests.session.stores.pg_server import in_ci, pg_schema, pg_url
+from tests.session.stores.pg_server import pg_schema, pg_url, require_psycopg
 
-try:
-    import psycopg  # noqa: F401
-except ImportError:  # pragma: no cover
-    if in_ci():
-        raise
-    pytest.skip("PostgresStore needs psycopg 3 (pip install -e '.[postgres]')", allow_module_level=True)
+require_psycopg("PostgresStore")
 
 from session.stores._postgres import PostgresStore  # noqa: E402
 

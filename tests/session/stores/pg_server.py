@@ -27,6 +27,13 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 
 
+def require_psycopg(what: str) -> None:
+    """Skip the calling test module when psycopg is not installed, saying ``what`` needs it; in CI, where it must
+    be installed, do nothing, so that the module's own import of it fails loudly."""
+    if not in_ci():
+        pytest.importorskip("psycopg", reason=f"{what} needs psycopg 3 (pip install -e '.[postgres]')")
+
+
 def unavailable(why: str) -> None:
     """Fail the test in CI, skip it elsewhere, saying ``why``."""
     if in_ci():

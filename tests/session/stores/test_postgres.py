@@ -23,14 +23,11 @@ from session import MemoryStore, SQLiteStore, StoreConflict, StoreError, open_st
 from session.stores import _open
 from session.stores._open import known_schemes, register_store
 from session.testing import check_store
-from tests.session.stores.pg_server import admin, in_ci, in_schema, pg_schema, pg_url, server_url, unavailable
+from tests.session.stores.pg_server import admin, in_schema, pg_schema, pg_url, require_psycopg, server_url, unavailable
 
-try:
-    import psycopg
-except ImportError:  # pragma: no cover
-    if in_ci():
-        raise
-    pytest.skip("PostgresStore needs psycopg 3 (pip install -e '.[postgres]')", allow_module_level=True)
+require_psycopg("PostgresStore")
+
+import psycopg  # noqa: E402
 
 from session.stores._postgres import PostgresStore  # noqa: E402
 from session.stores._postgres_sql import SCHEMA_VERSION  # noqa: E402

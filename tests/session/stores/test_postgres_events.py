@@ -19,10 +19,9 @@ import structlog
 
 from loop import UsageError
 from session import StoreError
-from tests.session.stores.pg_server import admin, in_ci, in_schema, pg_schema, pg_url, server_url
+from tests.session.stores.pg_server import admin, in_schema, pg_schema, pg_url, require_psycopg, server_url
 
-if not in_ci():  # in CI the import below fails loudly instead
-    pytest.importorskip("psycopg", reason="PostgresEvents needs psycopg 3 (pip install -e '.[postgres]')")
+require_psycopg("PostgresEvents")
 
 from session.stores._postgres_events import EventFollower, PostgresEvents, StoredEvent  # noqa: E402
 from session.stores import _postgres_listen  # noqa: E402

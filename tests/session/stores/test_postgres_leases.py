@@ -17,14 +17,11 @@ from loop import Role, Text, Turn, UsageError
 from session import StoreConflict, StoreError
 from session.stores._protocol import Lease, LeaseLost, LeaseStore
 from session.testing import ConformanceError, check_lease_store
-from tests.session.stores.pg_server import admin, in_ci, in_schema, pg_schema, pg_url, server_url
+from tests.session.stores.pg_server import admin, in_schema, pg_schema, pg_url, require_psycopg, server_url
 
-try:
-    import psycopg
-except ImportError:  # pragma: no cover
-    if in_ci():
-        raise
-    pytest.skip("PostgresStore needs psycopg 3 (pip install -e '.[postgres]')", allow_module_level=True)
+require_psycopg("PostgresStore")
+
+import psycopg  # noqa: E402
 
 from session.stores import _postgres  # noqa: E402
 from session.stores._postgres import PostgresStore  # noqa: E402
