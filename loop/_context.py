@@ -67,11 +67,13 @@ class Caller:
 
 @attrs.frozen
 class RunContext(Generic[D]):
-    """What a run works for: its ``caller`` (``None`` when nobody said) and the application's ``deps`` (``None``
-    when none were given). A tool receives it by declaring a parameter annotated ``RunContext``."""
+    """What a run works for: its ``caller`` (``None`` when nobody said), the application's ``deps`` (``None``
+    when none were given) and the ``conversation`` it answers in (a session's id; ``None`` outside a session). A
+    tool receives it by declaring a parameter annotated ``RunContext``."""
 
     caller: Caller | None = None
     deps: D | None = None
+    conversation: str | None = None
 
 
 _CURRENT: ContextVar[RunContext[Any]] = ContextVar("cognitive_loop.run_context", default=RunContext())
@@ -84,17 +86,24 @@ def current_run_context() -> RunContext[Any]:
 
 
 @contextlib.contextmanager
-def run_context(*, caller: Caller | None = _UNSET, deps: Any = _UNSET) -> Iterator[RunContext[Any]]:
-    """Run the block for ``caller`` with ``deps``; a field not given keeps the enclosing context's value.
+def run_context(*, caller: Caller | None = _UNSET, deps: Any = _UNSET,
+                conversation: str | None = _UNSET) -> Iterator[RunContext[Any]]:
+    """Run the block for ``caller`` with ``deps``, in ``conversation``; a field not given keeps the enclosing
+    context's value.
 
     Everything started inside (patterns, branches, tool calls, tasks of anyio task groups) sees it; the previous
     context comes back when the block ends.
     """
     if caller is not _UNSET and caller is not None and not isinstance(caller, Caller):
         raise UsageError(f"run_context(caller=...) takes a loop.Caller, got {type(caller).__name__}")
+    if conversation is not _UNSET and conversation is not None and (not isinstance(conversation, str)
+                                                                     or not conversation):
+        raise UsageError(f"run_context(conversation=...) takes a conversation id (a non-empty string) or None, "
+                         f"got {conversation!r}")
     outer = _CURRENT.get()
     inner: RunContext[Any] = RunContext(outer.caller if caller is _UNSET else caller,
-                                        outer.deps if deps is _UNSET else deps)
+                                        outer.deps if deps is _UNSET else deps,
+                                        outer.conversation if conversation is _UNSET else conversation)
     token = _CURRENT.set(inner)
     try:
         yield inner

@@ -118,12 +118,12 @@ async def run_once(session: Session, item: Queued) -> bool:
     then run again once the store works, rather than be reported failed."""
     events = session.events
     try:
-        if item.caller is None and item.deps is NO_DEPS and session.deps is None and item.approver is None:
+        # A message with no caller nor deps runs with those of the context the session was opened in.
+        given: dict[str, Any] = {} if item.caller is None and item.deps is NO_DEPS and session.deps is None else {
+            "caller": item.caller, "deps": session.deps if item.deps is NO_DEPS else item.deps}
+        with run_context(conversation=session.id, **given), \
+                approving(item.approver, keep_open=False) if item.approver is not None else nullcontext():
             state = await _run(session, item)
-        else:
-            with run_context(caller=item.caller, deps=session.deps if item.deps is NO_DEPS else item.deps), \
-                    approving(item.approver, keep_open=False) if item.approver is not None else nullcontext():
-                state = await _run(session, item)
         if state is not session._stored:  # usually it is: every turn was stored as it completed
             await session._persist(state, rewind=True)  # it becomes the conversation
     except Exception as raised:
@@ -193,7 +193,7 @@ async def _decided(session: Session, item: Queued) -> State:
     waiting = awaiting_approval(stored)
     if sorted(c.id for c in waiting) == sorted(d.call_id for d in decisions):  # else answer_approvals says why
         session.approvals.answered(waiting, decisions, None if item.caller is None else item.caller.id)
-    with run_context(caller=asker(stored)):
+    with run_context(caller=asker(stored), conversation=session.id):
         answered = await answer_approvals(session.step, stored, decisions, by=item.caller)
         if answered.pending_calls:
             return answered

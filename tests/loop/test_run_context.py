@@ -82,6 +82,10 @@ def test_an_inner_block_overrides_only_what_it_names() -> None:
         with run_context(caller=None):
             assert current_run_context() == RunContext(None, Deps("Hi"))
         assert current_run_context().deps == Deps("Hi")
+        with run_context(conversation="c1"):
+            assert current_run_context() == RunContext(Caller("ada"), Deps("Hi"), "c1")
+            with run_context(caller=Caller("bo")):
+                assert current_run_context().conversation == "c1"
     assert current_run_context() == RunContext()
 
 
@@ -93,6 +97,10 @@ def test_bad_callers_are_refused_with_the_reason() -> None:
     with pytest.raises(UsageError, match=r"takes a loop.Caller, got str"):
         with run_context(caller="ada"):  # type: ignore[arg-type]
             pass
+    for conversation in ("", 42):
+        with pytest.raises(UsageError, match=r"conversation=...\) takes a conversation id"):
+            with run_context(conversation=conversation):  # type: ignore[arg-type]
+                pass
     claims = Caller("ada", claims={"role": "admin"}).claims
     with pytest.raises(TypeError):
         claims["role"] = "root"  # type: ignore[index]

@@ -8,6 +8,7 @@ import pytest
 
 from cognitive import ReAct, new_turn_processor, react_factory
 from loop import (
+    Caller,
     EventBus,
     Finish,
     Request,
@@ -18,6 +19,7 @@ from loop import (
     TextDelta,
     ToolCall,
     TurnExecutor,
+    current_run_context,
     tool,
 )
 from provider import Function, tool_call
@@ -419,3 +421,17 @@ async def test_a_new_session_can_start_from_given_history() -> None:
         await manager.close("h")
         again = await manager.open("h", history=history[:1])  # an existing conversation keeps its own
         assert len(again.state) == 5
+
+
+async def test_a_run_knows_the_conversation_it_answers_in() -> None:
+    seen: list[str | None] = []
+
+    async def processor(executor: TurnExecutor, state: State) -> State:
+        seen.append(current_run_context().conversation)
+        return await react_factory(executor).run(state)
+
+    async with Manager(processor, provider=Function(echo)) as manager:
+        await (await manager.open("s1")).ask("hello")
+        await (await manager.open("s2")).ask("hello", caller=Caller("ada"))
+    assert seen == ["s1", "s2"]
+    assert current_run_context().conversation is None, "outside a session's run, no conversation"
