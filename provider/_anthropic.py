@@ -17,7 +17,7 @@ from loop.checks import int_at_least, positive_int
 from loop.errors import StreamError
 from provider._responses_items import REASONING_SIGNATURE
 from provider._anthropic_events import REDACTED, MessageEvents
-from provider._http import drain, json_data, sse_stream, status_error, transport_error
+from provider._http import drain, http_url, json_data, sse_stream, status_error, transport_error
 from provider._prompt_cache import MAX_BREAKPOINTS, marks, minimum_tokens, place_breakpoints
 
 ANTHROPIC_URL = "https://api.anthropic.com"
@@ -85,12 +85,7 @@ class Anthropic:
             raise UsageError(f"Anthropic needs a model name, got {model!r}")
         if not isinstance(prompt_cache, bool):
             raise UsageError(f"prompt_cache must be True or False, got {prompt_cache!r}")
-        try:
-            url = httpx.URL(base_url)
-        except (TypeError, httpx.InvalidURL):
-            url = None
-        if url is None or url.scheme not in ("http", "https") or not url.host:
-            raise UsageError(f"base_url must be an http(s) URL, got {base_url!r}")
+        url = http_url(base_url, ANTHROPIC_URL)
         key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
         if not isinstance(key, str) or not key.strip():
             raise UsageError("Anthropic needs an API key: set ANTHROPIC_API_KEY or pass api_key=")

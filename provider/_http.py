@@ -5,6 +5,7 @@ from __future__ import annotations
 import email.utils
 import ipaddress
 import json
+import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
@@ -13,6 +14,7 @@ import anyio
 import attrs
 import httpx
 
+from loop import UsageError
 from loop.errors import (
     AuthenticationError,
     BadRequestError,
@@ -48,6 +50,26 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def http_url(base_url: object, example: str = "http://127.0.0.1:8000/v1") -> httpx.URL:
+    """``base_url`` parsed; a ``UsageError`` (showing ``example``) unless it is an http(s) URL with a host."""
+    try:
+        url = httpx.URL(base_url)  # type: ignore[arg-type]  # anything else is refused below
+    except (TypeError, httpx.InvalidURL):
+        url = None
+    if url is None or url.scheme not in ("http", "https") or not url.host:
+        raise UsageError(f"base_url must be an http(s) URL like {example}, got {base_url!r}")
+    return url
+
+
+def openai_key(api_key: str | None, url: httpx.URL) -> str | None:
+    """The API key to send to ``url``: ``api_key``, else ``OPENAI_API_KEY``. OpenAI itself needs one, so a
+    missing key is a ``UsageError`` there, not a 401 later; a local server may need none."""
+    key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+    if not key and url.host == "api.openai.com":
+        raise UsageError("OpenAI needs an API key: set OPENAI_API_KEY or pass api_key=")
+    return key
 
 
 def excerpt(text: str, limit: int = BODY_EXCERPT) -> str:

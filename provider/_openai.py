@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
@@ -21,7 +20,7 @@ from loop.errors import StreamError
 from provider._openai_chunks import Chunks, not_a_stream
 from provider._openai_messages import messages
 from provider._strict import strict_compatible
-from provider._http import drain, json_data, sse_stream, status_error, transport_error
+from provider._http import drain, http_url, json_data, openai_key, sse_stream, status_error, transport_error
 
 OPENAI_URL = "https://api.openai.com/v1"
 DEFAULT_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
@@ -118,16 +117,9 @@ class OpenAICompatible:
         if max_tokens_field is not None and max_tokens_field not in MAX_TOKENS_FIELDS:
             raise UsageError(f"max_tokens_field must be one of {', '.join(map(repr, MAX_TOKENS_FIELDS))}, or None "
                              f"to choose by model, got {max_tokens_field!r}")
-        try:
-            url = httpx.URL(base_url)
-        except (TypeError, httpx.InvalidURL):
-            url = None
-        if url is None or url.scheme not in ("http", "https") or not url.host:
-            raise UsageError(f"base_url must be an http(s) URL like http://127.0.0.1:8000/v1, got {base_url!r}")
-        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        url = http_url(base_url)
+        key = openai_key(api_key, url)
         self._on_openai = url.host == "api.openai.com"
-        if not key and self._on_openai:
-            raise UsageError("OpenAI needs an API key: set OPENAI_API_KEY or pass api_key=")
         self.model = model
         self.base_url = str(base_url).rstrip("/")
         self.who = "OpenAI" if self._on_openai else f"OpenAI-compatible server at {url.host}"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
@@ -12,7 +11,7 @@ import httpx
 from loop import (Delta, DeltaStream, ProviderInfo, Request, Usage, UsageDelta, UsageError, UseTool, approx_tokens,
                   tracing)
 from loop.errors import StreamError
-from provider._http import drain, json_data, sse_stream, status_error, transport_error
+from provider._http import drain, http_url, json_data, openai_key, sse_stream, status_error, transport_error
 from provider._openai_chunks import not_a_stream
 from provider._responses_events import ResponseEvents
 from provider._responses_items import input_items
@@ -85,16 +84,9 @@ class OpenAIResponses:
                              f"None for no summary, got {reasoning_summary!r}")
         if prompt_cache_key is not None and (not isinstance(prompt_cache_key, str) or not prompt_cache_key.strip()):
             raise UsageError(f"prompt_cache_key must be a non-empty string or None, got {prompt_cache_key!r}")
-        try:
-            url = httpx.URL(base_url)
-        except (TypeError, httpx.InvalidURL):
-            url = None
-        if url is None or url.scheme not in ("http", "https") or not url.host:
-            raise UsageError(f"base_url must be an http(s) URL like http://127.0.0.1:8000/v1, got {base_url!r}")
-        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        url = http_url(base_url)
+        key = openai_key(api_key, url)
         on_openai = url.host == "api.openai.com"
-        if not key and on_openai:
-            raise UsageError("OpenAI needs an API key: set OPENAI_API_KEY or pass api_key=")
         self.model = model
         self.base_url = str(base_url).rstrip("/")
         self.who = "OpenAI" if on_openai else f"Responses API server at {url.host}"

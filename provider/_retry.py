@@ -1,4 +1,5 @@
-"""``Retry``: a provider wrapper that retries failed requests before anything was streamed."""
+"""``Retry``: a provider wrapper that retries failed requests before anything was streamed; ``Backoff``, the
+rules for when to try again, which other clients share."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, cast
 
 import anyio
+import attrs
 
 from loop import (Closable, Delta, DeltaStream, Provider, ProviderInfo, Request, UsageError, charge, has,
                   provider_info, require, tracing)
@@ -24,6 +26,64 @@ def _seconds(name: str, value: Any, *, finite: bool = True) -> float:
             or (finite and not math.isfinite(value))):
         raise UsageError(f"{name} must be a {'finite ' if finite else ''}number of seconds >= 0, got {value!r}")
     return value
+
+
+def _attempts(value: Any) -> int:
+    return positive_int("attempts", value)
+
+
+def _base_delay(value: Any) -> float:
+    return _seconds("base_delay", value)
+
+
+def _max_delay(value: Any) -> float:
+    return _seconds("max_delay", value)
+
+
+def _max_total(value: Any) -> float:
+    return _seconds("max_total", value, finite=False)
+
+
+def timing(sleep: Any, clock: Any) -> tuple[Callable[[float], Awaitable[None]], Callable[[], float]]:
+    """``sleep`` and ``clock`` as given, checked to be callable (replaceable so tests run waits on a fake clock)."""
+    if not callable(sleep):
+        raise UsageError(f"sleep must be an async function taking seconds, got {sleep!r}")
+    if not callable(clock):
+        raise UsageError(f"clock must be a function returning seconds, got {clock!r}")
+    return sleep, clock
+
+
+@attrs.frozen
+class Backoff:
+    """When to try a failed request again: the rules ``Retry`` and ``OpenAIEmbeddings`` share.
+
+    Only a retryable ``ProviderError`` (429, 5xx, connection failures) is tried again. Waits grow exponentially
+    from ``base_delay`` up to ``max_delay`` with full jitter; a server's ``Retry-After`` is honoured instead.
+    No more than ``attempts`` tries in all, and no wait that would end more than ``max_total`` seconds after the
+    first try began.
+    """
+
+    attempts: int = attrs.field(default=4, converter=_attempts)
+    base_delay: float = attrs.field(default=0.5, converter=_base_delay)
+    max_delay: float = attrs.field(default=20.0, converter=_max_delay)
+    max_total: float = attrs.field(default=120.0, converter=_max_total)
+
+    def delay(self, attempt: int, error: ProviderError) -> float:
+        """Seconds to wait before try ``attempt + 1`` after ``error``."""
+        asked = getattr(error, "retry_after", None)
+        # NaN, negative or non-numeric values are no instruction: back off as if none was given. An infinite
+        # one is honoured, so max_total gives up on it.
+        if isinstance(asked, (int, float)) and not isinstance(asked, bool) and asked >= 0:
+            return float(asked)
+        return random.uniform(0, min(self.max_delay, self.base_delay * 2 ** (attempt - 1)))
+
+    def wait(self, attempt: int, error: ProviderError, elapsed: float) -> float | None:
+        """Seconds to wait before trying again after try ``attempt`` failed with ``error``, ``elapsed`` seconds
+        after the first began; ``None`` to give up (not retryable, out of attempts, or past ``max_total``)."""
+        if not error.retryable or attempt >= self.attempts:
+            return None
+        wait = self.delay(attempt, error)
+        return None if elapsed + wait > self.max_total else wait
 
 
 class Retry:
@@ -49,17 +109,13 @@ class Retry:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         require(inner, Provider, "Retry", "a provider to wrap (something with stream(request))")
-        if not callable(sleep):
-            raise UsageError(f"sleep must be an async function taking seconds, got {sleep!r}")
-        if not callable(clock):
-            raise UsageError(f"clock must be a function returning seconds, got {clock!r}")
         self.inner = inner
-        self.attempts = positive_int("attempts", attempts)
-        self.base_delay = _seconds("base_delay", base_delay)
-        self.max_delay = _seconds("max_delay", max_delay)
-        self.max_total = _seconds("max_total", max_total, finite=False)
-        self._sleep = sleep
-        self._clock = clock
+        self.backoff = Backoff(attempts, base_delay, max_delay, max_total)
+        self.attempts: int = self.backoff.attempts
+        self.base_delay: float = self.backoff.base_delay
+        self.max_delay: float = self.backoff.max_delay
+        self.max_total: float = self.backoff.max_total
+        self._sleep, self._clock = timing(sleep, clock)
 
     async def aclose(self) -> None:
         """Close the provider it wraps, when that one holds anything to close (``loop.Closable``)."""
@@ -75,13 +131,8 @@ class Retry:
         return self._stream(request)
 
     def delay(self, attempt: int, error: ProviderError) -> float:
-        """Seconds to wait before try ``attempt + 1`` after ``error``."""
-        asked = getattr(error, "retry_after", None)
-        # NaN, negative or non-numeric values are no instruction: back off as if none was given. An infinite
-        # one is honoured, so max_total gives up on it.
-        if isinstance(asked, (int, float)) and not isinstance(asked, bool) and asked >= 0:
-            return float(asked)
-        return random.uniform(0, min(self.max_delay, self.base_delay * 2 ** (attempt - 1)))
+        """Seconds to wait before try ``attempt + 1`` after ``error`` (``Backoff.delay``)."""
+        return self.backoff.delay(attempt, error)
 
     async def _stream(self, request: Request) -> AsyncGenerator[Delta, None]:
         started = self._clock()
@@ -100,10 +151,8 @@ class Retry:
                     yield delta
                 return
             except ProviderError as exc:
-                if passed_on or not exc.retryable or attempt >= self.attempts:
-                    raise
-                wait = self.delay(attempt, exc)
-                if self._clock() - started + wait > self.max_total:
+                wait = None if passed_on else self.backoff.wait(attempt, exc, self._clock() - started)
+                if wait is None:
                     raise
                 _log.warning("provider call failed; retrying", attempt=attempt, wait=round(wait, 3),
                              error=str(exc), status=exc.status)
