@@ -4,6 +4,7 @@ Errors, under the ``loop.errors`` tree:
 
     LoopError
     ├── GuardrailTripped           a guardrail's tripwire stopped the run; names the check, stage and reason
+    ├── MemoryStoreError           a SQLiteMemory's database failed (the file is unreadable, the disk full)
     └── UsageError
         ├── TemplateError          a prompt template or path is malformed, or a path reads nothing
         └── RegistryError          an unknown pattern name or setting (also a ValueError)
@@ -28,6 +29,12 @@ from cognitive.everyday._refine import SelfRefine
 from cognitive.everyday._reflexion import Reflection, Reflexion
 from cognitive.everyday._router import Router
 from cognitive.everyday._verify import Verify
+from cognitive.memory._protocol import Forgetting, Memory, MemoryItem, Recalled, Scope
+from cognitive.memory._recall import RecallMemory
+from cognitive.memory._remember import ExtractFacts, Remembering, remember_messages
+from cognitive.memory._semantic_cache import SemanticCache
+from cognitive.memory._sqlite import MemoryStoreError, SQLiteMemory
+from cognitive.memory._tools import memory_tools
 from cognitive.planning._autonomous import Autonomous, PoolStep
 from cognitive.planning._debate import Debate
 from cognitive.planning._peoatr import Deliberate, PEOATR
@@ -73,8 +80,10 @@ __all__ = [
     "Decided",
     "Deliberate",
     "Escalation",
+    "ExtractFacts",
     "FileCheckpoints",
     "FitToWindow",
+    "Forgetting",
     "FromLastCompaction",
     "Generate",
     "GraphOfThoughts",
@@ -84,7 +93,10 @@ __all__ = [
     "Ledger",
     "MCTS",
     "Managed",
+    "Memory",
     "MemoryCheckpoints",
+    "MemoryItem",
+    "MemoryStoreError",
     "Next",
     "Node",
     "Operation",
@@ -100,18 +112,24 @@ __all__ = [
     "Rating",
     "ReAct",
     "ReWOO",
+    "RecallMemory",
+    "Recalled",
     "Refine",
     "Reflect",
     "Reflection",
     "Reflexion",
     "RegistryError",
+    "Remembering",
     "Research",
     "ReuseResults",
     "Router",
+    "SQLiteMemory",
+    "Scope",
     "Score",
     "Scorer",
     "SelfConsistency",
     "SelfRefine",
+    "SemanticCache",
     "SingleShot",
     "SlidingWindow",
     "SourceCheck",
@@ -140,6 +158,7 @@ __all__ = [
     "checkpoint_key",
     "confidence_of",
     "left_open",
+    "memory_tools",
     "names",
     "new_turn_processor",
     "normalise_answer",
@@ -147,6 +166,7 @@ __all__ = [
     "react_factory",
     "reasoning_model",
     "register",
+    "remember_messages",
     "score_line",
     "settings",
     "tiktoken_counter",

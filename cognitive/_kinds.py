@@ -59,3 +59,6 @@ class PatternKind(enum.StrEnum):
     """An assistant turn holding the final answer ``ChainOfThought`` separated from its working (``meta["working"]``)."""
     REFLECT = "reflect"
     """A system turn asking a search for a one-sentence lesson from a failed rollout (in a branch)."""
+    MEMORY = "memory"
+    """A system turn listing what is remembered about the caller (``RecallMemory``), shown just before the message it
+    bears on and never stored; ``meta["items"]`` holds the ids of the items listed."""

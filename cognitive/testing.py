@@ -1,8 +1,10 @@
-"""``check_pattern``: a conformance check any ``Pattern`` of your own can run in its own tests.
+"""``check_pattern`` and ``check_memory``: conformance checks a ``Pattern`` or a ``Memory`` of your own can run in its
+own tests.
 
 In the spirit of ``trio.testing.check_one_way_stream``: ``await check_pattern(make)`` builds the pattern with
 ``make(step)`` over a step of the check's own (a model that answers every request in words, or ``reply``) and
 raises ``ConformanceError`` naming the first way the pattern breaks the ``Pattern`` contract.
+``await check_memory(make_memory)`` does the same for the memories ``make_memory`` makes.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from typing import Any
 import anyio
 
 from cognitive._pattern import Pattern
+from cognitive.memory._check import check_memory
 from loop import Request, Role, State, Step, Text, UsageError, main_line
 from loop.errors import ConformanceError
 from provider import Function
 
-__all__ = ["ConformanceError", "check_pattern"]
+__all__ = ["ConformanceError", "check_memory", "check_pattern"]
 
 
 def _words(request: Request) -> str:

@@ -1,5 +1,5 @@
 """``Embedder``: text to vectors, the one seam memory and the semantic cache stand on; ``HashingEmbedder``, a
-deterministic one for tests.
+deterministic one for tests; ``SymmetricEmbedder``, which embeds stored texts and searches alike.
 
 Embedding models that are trained for retrieval read a search query and the passage answering it differently
 (E5 wants ``query: `` and ``passage: `` before them), so ``embed`` says which it is given: ``kind="query"`` for
@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from loop import UsageError
+from loop import UsageError, require
 from loop.checks import positive_int
 
 QUERY = "query"
@@ -97,3 +97,26 @@ class HashingEmbedder:
 
     def __repr__(self) -> str:
         return f"HashingEmbedder({self.dimensions})"
+
+
+class SymmetricEmbedder:
+    """Embeds every text as ``kind`` (``"query"`` unless told), whatever kind ``embed`` is asked for.
+
+    For a store whose stored texts and searches are the same sort of text, as a semantic cache's questions are:
+    E5-style models read a query and a passage differently, and score a text against itself as the other kind
+    well below 1. E5's authors advise ``"query: "`` on both sides for such symmetric tasks."""
+
+    __slots__ = ("inner", "kind")
+
+    def __init__(self, inner: Embedder, *, kind: str = QUERY) -> None:
+        require(inner, Embedder, "SymmetricEmbedder", "an Embedder (async embed(texts, kind=...))")
+        if kind not in KINDS:
+            raise UsageError(f"SymmetricEmbedder kind must be 'query' or 'passage', got {kind!r}")
+        self.inner = inner
+        self.kind = kind
+
+    async def embed(self, texts: Sequence[str], *, kind: str = PASSAGE) -> list[Vector]:
+        return await self.inner.embed(check_texts("SymmetricEmbedder", texts, kind), kind=self.kind)
+
+    def __repr__(self) -> str:
+        return f"SymmetricEmbedder({self.inner!r}, kind={self.kind!r})"

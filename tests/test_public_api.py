@@ -46,8 +46,10 @@ PUBLIC = {
         "usage_attributes"
     ],
     "provider": [
-        "Anthropic", "CassetteMismatch", "Function", "OpenAICompatible", "OpenAIResponses", "Recording", "Replay",
-        "Reply", "ReplyFunction", "Retry", "Scripted", "from_environment", "from_spec", "is_loopback", "tool_call"
+        "Anthropic", "CassetteMismatch", "Embedder", "Function", "HashingEmbedder", "LocalE5", "OpenAICompatible",
+        "OpenAIEmbeddings", "OpenAIResponses", "PASSAGE", "QUERY", "Recording", "Replay", "Reply", "ReplyFunction",
+        "Retry", "Scripted", "SymmetricEmbedder", "Vector", "cosine", "from_environment", "from_spec", "is_loopback",
+        "tool_call"
     ],
     "verifier": [
         "Check", "CommandVerifier", "FunctionVerifier", "Guard", "INJECTION_PATTERNS", "JudgeVerifier", "MaxLength",
@@ -58,17 +60,19 @@ PUBLIC = {
     "cognitive": [
         "Act", "AgentTool", "Aggregate", "AutoContext", "Autonomous", "Chain", "ChainOfThought", "CheckSources",
         "Checkpoints", "CodeAction", "Critic", "Criticize", "Critique", "Debate", "Decided", "Deliberate", "Escalation",
-        "FileCheckpoints", "FitToWindow", "FromLastCompaction", "Generate", "GraphOfThoughts", "GuardrailTripped",
-        "Judge", "KeepBest", "Ledger", "MCTS", "Managed", "MemoryCheckpoints", "Next", "Node", "Operation", "PEOATR",
-        "Pattern", "PatternFactory", "PatternKind", "Plan", "PlanAndExecute", "PoolStep", "Proposal", "Proposals",
-        "Rating", "ReAct", "ReWOO", "Refine", "Reflect", "Reflection", "Reflexion", "RegistryError", "Research",
-        "ReuseResults", "Router", "Score", "Scorer", "SelfConsistency", "SelfRefine", "SingleShot", "SlidingWindow",
-        "SourceCheck", "Stage", "Steps", "Summarize", "Synthesize", "Template", "TemplateError", "Think",
-        "ToolCheckedVerifier", "ToolOutputGuard", "Tree", "TreeOfThoughts", "TruncateToolResults", "TurnProcessor",
-        "Verify", "WithBudget", "WithGuardrails", "WithOutput", "WithVerification", "add_thought", "answer_from_line",
-        "answer_value", "build", "checkpoint_key", "confidence_of", "left_open", "names", "new_turn_processor",
-        "normalise_answer", "propose_thoughts", "react_factory", "reasoning_model", "register", "score_line",
-        "settings", "tiktoken_counter", "work_notes", "write_notes"
+        "ExtractFacts", "FileCheckpoints", "FitToWindow", "Forgetting", "FromLastCompaction", "Generate",
+        "GraphOfThoughts", "GuardrailTripped", "Judge", "KeepBest", "Ledger", "MCTS", "Managed", "Memory",
+        "MemoryCheckpoints", "MemoryItem", "MemoryStoreError", "Next", "Node", "Operation", "PEOATR", "Pattern",
+        "PatternFactory", "PatternKind", "Plan", "PlanAndExecute", "PoolStep", "Proposal", "Proposals", "Rating",
+        "ReAct", "ReWOO", "RecallMemory", "Recalled", "Refine", "Reflect", "Reflection", "Reflexion", "RegistryError",
+        "Remembering", "Research", "ReuseResults", "Router", "SQLiteMemory", "Scope", "Score", "Scorer",
+        "SelfConsistency", "SelfRefine", "SemanticCache", "SingleShot", "SlidingWindow", "SourceCheck", "Stage",
+        "Steps", "Summarize", "Synthesize", "Template", "TemplateError", "Think", "ToolCheckedVerifier",
+        "ToolOutputGuard", "Tree", "TreeOfThoughts", "TruncateToolResults", "TurnProcessor", "Verify", "WithBudget",
+        "WithGuardrails", "WithOutput", "WithVerification", "add_thought", "answer_from_line", "answer_value", "build",
+        "checkpoint_key", "confidence_of", "left_open", "memory_tools", "names", "new_turn_processor",
+        "normalise_answer", "propose_thoughts", "react_factory", "reasoning_model", "register", "remember_messages",
+        "score_line", "settings", "tiktoken_counter", "work_notes", "write_notes"
     ],
     "cognitive.bench": [
         "CHECKERS", "Checker", "Contender", "EscalationCheck", "PLOT_EXTRA", "PatternResult", "Progress", "Report",
@@ -91,9 +95,9 @@ PUBLIC = {
     ],
     "session.stores": [
         "CheckpointStore", "DeletingStore", "EventFeed", "FeedStore", "HandOffStore", "HandOffs", "InboxStore", "Lease",
-        "LeaseLost", "LeaseStore", "ListingStore", "MemoryStore", "PostgresStore", "SQLiteStore", "Store",
-        "StoreCheckpoints", "StoreConflict", "StoreError", "StoredSession", "known_schemes", "open_store",
-        "register_store",
+        "LeaseLost", "LeaseStore", "ListingStore", "MemoryStore", "PostgresMemory", "PostgresStore", "SQLiteStore",
+        "Store", "StoreCheckpoints", "StoreConflict", "StoreError", "StoredSession", "known_schemes", "open_store",
+        "register_store"
     ],
     "session.testing": [
         "ConformanceError", "check_lease_store", "check_store"

@@ -16,6 +16,8 @@
     MemoryStore       in this process's memory: fast, gone when the process ends
     SQLiteStore       an SQLite file: the embedded durable default, survives a killed process
     PostgresStore     a PostgreSQL database that any number of processes can share (the ``postgres`` extra)
+    PostgresMemory    a ``cognitive.Memory`` in PostgreSQL, for servers sharing one database (the ``postgres``
+                      extra): exact cosine search in SQL, for scopes of up to some thousands of items
     open_store        the store a URL names: ``memory://``, ``sqlite:///path/to.db``, ``postgresql://user@host/db``
     register_store    teach ``open_store`` a URL scheme (or name an opener in the ``cognitive_loop.stores``
                       entry points)
@@ -36,11 +38,13 @@ from session.stores._sqlite import SQLiteStore
 
 if TYPE_CHECKING:
     from session.stores._postgres import PostgresStore
+    from session.stores._postgres_memory import PostgresMemory
 
 __all__ = ["CheckpointStore", "DeletingStore", "EventFeed", "FeedStore", "HandOffStore", "HandOffs", "InboxStore", "Lease",
-           "LeaseLost", "LeaseStore", "ListingStore", "MemoryStore", "PostgresStore", "SQLiteStore", "Store",
+           "LeaseLost", "LeaseStore", "ListingStore", "MemoryStore", "PostgresMemory", "PostgresStore", "SQLiteStore", "Store",
            "StoreCheckpoints", "StoreConflict", "StoreError", "StoredSession", "known_schemes", "open_store",
            "register_store"]
 
-# PostgresStore loads psycopg (the postgres extra) on first use only.
-__getattr__, __dir__ = exports(__name__, {"session.stores._postgres": ("PostgresStore",)})
+# PostgresStore and PostgresMemory load psycopg (the postgres extra) on first use only.
+__getattr__, __dir__ = exports(__name__, {"session.stores._postgres": ("PostgresStore",),
+                                          "session.stores._postgres_memory": ("PostgresMemory",)})

@@ -25,10 +25,11 @@ import logging
 import structlog
 
 from loop import tracing
-from tests.benchmarks import (bench_context, bench_guardrails, bench_mcp, bench_peoatr, bench_planning,
-                              bench_prompt_cache, bench_response_cache, bench_responses_wire, bench_runs,
-                              bench_sandbox, bench_scale_out, bench_search, bench_session, bench_state, bench_tools,
-                              bench_turn, bench_verify, bench_wire)
+from tests.benchmarks import (bench_context, bench_embeddings, bench_guardrails, bench_mcp, bench_memory_prompt,
+                              bench_memory_recall, bench_peoatr, bench_planning, bench_prompt_cache,
+                              bench_response_cache, bench_responses_wire, bench_runs, bench_sandbox, bench_scale_out,
+                              bench_search, bench_semantic_cache, bench_session, bench_state, bench_tools, bench_turn,
+                              bench_verify, bench_wire)
 from tests.benchmarks._harness import Figure, render_table
 
 BENCHMARKS: dict[str, Callable[..., list[Figure]]] = {
@@ -50,6 +51,10 @@ BENCHMARKS: dict[str, Callable[..., list[Figure]]] = {
     "response_cache": bench_response_cache.run,
     "guardrails": bench_guardrails.run,
     "scale_out": bench_scale_out.run,
+    "embeddings": bench_embeddings.run,
+    "memory": bench_memory_recall.run,
+    "memory_prompt": bench_memory_prompt.run,
+    "semantic_cache": bench_semantic_cache.run,
 }
 
 

@@ -1,0 +1,123 @@
+"""Question pairs of an assistant's everyday traffic, for measuring a semantic cache.
+
+``PARAPHRASES`` pairs ask the same thing in other words: a cache should answer the second from the first.
+``UNRELATED`` pairs ask different things: answering one with the other's answer is a false hit. A third of them
+are hard negatives (``HARD``), sharing most of their words but not their meaning ("reset my password" against
+"reset my router"); the rest differ in topic, some only slightly (two questions about one product).
+"""
+
+from __future__ import annotations
+
+PARAPHRASES: tuple[tuple[str, str], ...] = (
+    ("How do I reset my password?", "I forgot my password, how can I set a new one?"),
+    ("How do I change the email address on my account?", "How can I update the email linked to my account?"),
+    ("What are your opening hours?", "When are you open?"),
+    ("How long does shipping take?", "How many days until my order arrives?"),
+    ("Can I return an item I bought online?", "Is it possible to send back something I ordered online?"),
+    ("How do I cancel my subscription?", "I want to stop my subscription, how do I do that?"),
+    ("What is the capital of Australia?", "Which city is Australia's capital?"),
+    ("How do I convert Celsius to Fahrenheit?", "What's the formula to turn Celsius into Fahrenheit?"),
+    ("How can I delete my account?", "How do I close my account permanently?"),
+    ("Do you ship to Canada?", "Can you deliver orders to Canada?"),
+    ("How do I reverse a list in Python?", "What's the way to reverse a Python list?"),
+    ("What does HTTP 404 mean?", "What is a 404 error in HTTP?"),
+    ("How do I install numpy?", "What's the command to install numpy?"),
+    ("Is there a student discount?", "Do you offer discounts for students?"),
+    ("How do I track my order?", "Where can I see the status of my order?"),
+    ("What payment methods do you accept?", "Which ways can I pay?"),
+    ("How many calories are in a banana?", "What is the calorie count of a banana?"),
+    ("How do I update my billing address?", "How can I change the address on my invoices?"),
+    ("Why is my internet so slow?", "What could be making my internet connection slow?"),
+    ("How do I make a git branch?", "How do I create a new branch in git?"),
+    ("What's the weather forecast for tomorrow?", "Will the weather be good tomorrow?"),
+    ("How do I enable two-factor authentication?", "How can I turn on 2FA for my account?"),
+    ("How long is the warranty?", "How many years does the warranty last?"),
+    ("Can I change my delivery address after ordering?", "Is it possible to edit the shipping address once "
+     "I've placed an order?"),
+    ("How do I unsubscribe from your emails?", "How can I stop getting your newsletter?"),
+    ("What time zone is Tokyo in?", "Which time zone does Tokyo use?"),
+    ("How do I boil an egg?", "What's the way to cook a boiled egg?"),
+    ("How do I take a screenshot on Windows?", "What's the shortcut for a screenshot in Windows?"),
+    ("How can I get a refund?", "How do I ask for my money back?"),
+    ("What is the difference between a list and a tuple in Python?", "How do Python lists differ from tuples?"),
+    ("How do I contact customer support?", "How can I reach your support team?"),
+    ("Where is my nearest store?", "Which of your shops is closest to me?"),
+    ("How do I download my invoice?", "Where can I get a copy of my invoice?"),
+    ("What is photosynthesis?", "Can you explain what photosynthesis is?"),
+    ("How do I sort a dictionary by value in Python?", "How to sort a Python dict by its values?"),
+    ("Can I pay in instalments?", "Do you offer payment in monthly installments?"),
+    ("How do I upgrade my plan?", "How can I move to a higher plan?"),
+    ("How many ounces are in a cup?", "A cup is how many ounces?"),
+    ("Why was my card declined?", "What could cause my card payment to be declined?"),
+    ("How do I connect my printer to wifi?", "How can I set up my printer on my wireless network?"),
+)
+
+HARD: tuple[tuple[str, str], ...] = (
+    ("How do I reset my password?", "How do I reset my router?"),
+    ("How do I cancel my order?", "How do I cancel my subscription?"),
+    ("How do I change my email address?", "How do I change my shipping address?"),
+    ("What is the capital of Austria?", "What is the capital of Australia?"),
+    ("How do I convert Celsius to Fahrenheit?", "How do I convert Fahrenheit to Celsius?"),
+    ("How do I delete my account?", "How do I delete my browsing history?"),
+    ("Do you ship to Canada?", "Do you ship to Mexico?"),
+    ("How do I reverse a list in Python?", "How do I reverse a string in Python?"),
+    ("What does HTTP 404 mean?", "What does HTTP 500 mean?"),
+    ("How do I install numpy?", "How do I uninstall numpy?"),
+    ("How many calories are in a banana?", "How many calories are in an apple?"),
+    ("How do I make a git branch?", "How do I delete a git branch?"),
+    ("What's the weather forecast for tomorrow?", "What's the weather forecast for the weekend?"),
+    ("How do I enable two-factor authentication?", "How do I disable two-factor authentication?"),
+    ("What time zone is Tokyo in?", "What time is it in Tokyo?"),
+    ("How do I take a screenshot on Windows?", "How do I take a screenshot on a Mac?"),
+    ("How do I upgrade my plan?", "How do I downgrade my plan?"),
+    ("How many ounces are in a cup?", "How many ounces are in a pound?"),
+    ("How do I connect my printer to wifi?", "How do I connect my phone to wifi?"),
+    ("Can I return an item I bought online?", "Can I return an item I bought in a store?"),
+    ("Write a haiku about autumn.", "Write a limerick about a cat."),
+    ("Summarise the French Revolution in three sentences.", "Summarise the American Revolution in three "
+     "sentences."),
+    ("Translate 'good morning' into Spanish.", "Translate 'good night' into Spanish."),
+    ("What is the tallest mountain in Europe?", "What is the longest river in Europe?"),
+    ("Who wrote Pride and Prejudice?", "Who wrote Great Expectations?"),
+    ("How far is the Moon from the Earth?", "How far is the Sun from the Earth?"),
+    ("Recommend a good book on statistics.", "Recommend a good book on machine learning."),
+    ("How do I merge two dictionaries in Python?", "How do I merge two branches in git?"),
+    ("What's a good recipe for pancakes?", "What's a good recipe for banana bread?"),
+    ("Is my order eligible for free shipping?", "Is my order eligible for a refund?"),
+    ("How do I add a user to my team?", "How do I remove a user from my team?"),
+    ("What's the speed of light?", "What's the speed of sound?"),
+    ("How do I export my data as CSV?", "How do I import data from a CSV file?"),
+    ("When does the sale end?", "When does the store open?"),
+    ("How do I change the language of the app?", "How do I change the currency of the app?"),
+    ("What is the boiling point of water?", "What is the freezing point of water?"),
+)
+
+OTHER: tuple[tuple[str, str], ...] = (
+    ("What are your opening hours?", "How do I track my order?"),
+    ("How long does shipping take?", "What payment methods do you accept?"),
+    ("What is photosynthesis?", "What is the capital of Australia?"),
+    ("How do I boil an egg?", "How do I install numpy?"),
+    ("Why is my internet so slow?", "Why was my card declined?"),
+    ("Is there a student discount?", "How long is the warranty?"),
+    ("How do I contact customer support?", "How do I download my invoice?"),
+    ("Where is my nearest store?", "Can I pay in instalments?"),
+    ("How can I get a refund?", "How do I update my billing address?"),
+    ("How do I unsubscribe from your emails?", "How do I enable two-factor authentication?"),
+    ("What is the difference between a list and a tuple in Python?", "How do I sort a dictionary by value in "
+     "Python?"),
+    ("How do I cancel my subscription?", "How do I upgrade my plan?"),
+    ("What's the weather forecast for tomorrow?", "What time zone is Tokyo in?"),
+    ("How many calories are in a banana?", "How do I boil an egg?"),
+    ("How do I make a git branch?", "How do I reverse a list in Python?"),
+    ("Can I change my delivery address after ordering?", "How long does shipping take?"),
+    ("How do I reset my password?", "How can I delete my account?"),
+    ("Do you ship to Canada?", "What payment methods do you accept?"),
+    ("What does HTTP 404 mean?", "Why is my internet so slow?"),
+    ("How do I take a screenshot on Windows?", "How do I connect my printer to wifi?"),
+    ("How many ounces are in a cup?", "How do I convert Celsius to Fahrenheit?"),
+    ("Can I return an item I bought online?", "How can I get a refund?"),
+    ("Why was my card declined?", "Can I pay in instalments?"),
+    ("How do I change the email address on my account?", "How do I unsubscribe from your emails?"),
+)
+
+UNRELATED: tuple[tuple[str, str], ...] = HARD + OTHER
