@@ -1,6 +1,7 @@
 """Memory over HTTP: two bearer tokens are two callers in two namespaces. What one caller's conversation remembers
 is shown in that caller's later conversations and never reaches the other's model requests; once the caller is
-erased, their later conversations recall nothing."""
+erased, their later conversations recall nothing. A semantic cache answers a caller from their own earlier answers
+only."""
 
 from __future__ import annotations
 
@@ -12,14 +13,14 @@ import anyio
 import httpx
 import pytest
 
-from cognitive import ReAct, new_turn_processor
+from cognitive import ReAct, SemanticCache, new_turn_processor
 from cognitive.memory._protocol import Scope
 from cognitive.memory._recall import MEMORY_KIND, RecallMemory
 from cognitive.memory._remember import Remembering, remember_messages
 from cognitive.memory._sqlite import SQLiteMemory
 from loop import Executor, Request, Role
 from provider import Function
-from provider._embedder import HashingEmbedder
+from provider import HashingEmbedder, SymmetricEmbedder
 from session._bearer import owner_of
 from tests.session.http.helpers import OTHER, TOKEN, on_socket
 
@@ -98,3 +99,34 @@ async def test_a_callers_memories_stay_theirs_and_are_gone_once_erased(memory: S
         for request in model.requests[before:]:
             assert not any(t.kind == MEMORY_KIND for t in request.turns)
         assert [i.text for i in await memory.items(Scope(bob, bob))] == [QUESTION]  # the other caller's stays
+
+
+async def test_a_semantic_cache_answers_each_caller_from_their_own_answers_over_http(tmp_path: Path) -> None:
+    model = Model()
+    async with SQLiteMemory(tmp_path / "cache.db", SymmetricEmbedder(HashingEmbedder())) as answers:
+        def make_agent(step: Executor) -> SemanticCache:
+            return SemanticCache(ReAct(step), step, answers, agent="desk", threshold=0.8)
+
+        async with on_socket(Function(model), processor=new_turn_processor(make_agent)) as served:
+            a, b = served.client(TOKEN), served.client(OTHER)
+            first = await answered(a, "how do I reset my password on the website")
+            assert first["meta"]["outcome"]["data"]["SemanticCache"] == {"hit": False}
+            again = await answered(a, "How do I reset my password on the web site?")
+            assert again["meta"]["cache"] == "semantic" and again["parts"] == first["parts"]
+            assert again["meta"]["outcome"]["data"]["SemanticCache"]["hit"] is True
+            other = await answered(b, "how do I reset my password on the website")
+            assert other["meta"]["outcome"]["data"]["SemanticCache"] == {"hit": False}, "never another caller's"
+    assert len(model.requests) == 2, "the model answered each caller once"
+
+
+async def answered(client: httpx.AsyncClient, text: str) -> dict[str, Any]:
+    """A new conversation's answer turn to ``text``, once its run has finished."""
+    session_id = (await client.post("/sessions")).json()["id"]
+    sent = await client.post(f"/sessions/{session_id}/messages", json={"text": text})
+    assert sent.status_code == 202, sent.text
+    with anyio.fail_after(10):
+        while True:
+            turns = (await client.get(f"/sessions/{session_id}/turns")).json()["turns"]
+            if len(turns) >= 2 and "outcome" in turns[-1]["meta"]:
+                return turns[-1]
+            await anyio.sleep(0.01)

