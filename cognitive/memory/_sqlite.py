@@ -31,8 +31,8 @@ from loop.checks import positive_int
 from loop.errors import LoopError
 from cognitive.memory._protocol import MemoryItem, Recalled, Scope
 from cognitive.memory.checks import (check_dimensions, check_embedder, check_ids, check_k, check_scope,
-                                       check_source, check_text, check_user, embed, floats, load_meta, meta_text,
-                                       pointless)
+                                     check_source, check_text, check_user, embed, given_rows, load_meta,
+                                     meta_text, pointless)
 from provider import PASSAGE, QUERY, Embedder
 
 if TYPE_CHECKING:
@@ -186,11 +186,7 @@ class SQLiteMemory:
         """Keep ``texts`` for ``scope`` with ``vectors`` already made (no embedder), in one transaction: for
         loading many items at once, and for benchmarks."""
         check_scope("SQLiteMemory", scope)
-        if len(texts) != len(vectors):
-            raise UsageError(f"{len(texts)} texts but {len(vectors)} vectors")
-        rows = [(check_text("SQLiteMemory", t), "", "{}", floats(str(self), v)) for t, v in zip(texts, vectors)]
-        if len({len(row[3]) for row in rows}) > 1:
-            raise UsageError("the vectors are not all of one length")
+        rows = given_rows(str(self), texts, vectors)
         return await self._run(self._insert, scope, rows) if rows else []
 
     # -- lifetime -------------------------------------------------------------------------------------------

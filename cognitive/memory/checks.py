@@ -134,3 +134,14 @@ def pointless(vector: Sequence[float]) -> bool:
 def load_meta(text: str) -> Mapping[str, Any]:
     value = json.loads(text)
     return value if isinstance(value, dict) else {}
+
+
+def given_rows(who: str, texts: Sequence[object], vectors: Sequence[object]) -> list[tuple[str, str, str, Any]]:
+    """Rows ``(text, source, meta, vector)`` for ``texts`` with ``vectors`` already made (no embedder: loading many
+    items at once), checked: as many vectors as texts, all of one length."""
+    if len(texts) != len(vectors):
+        raise UsageError(f"{who}: {len(texts)} texts but {len(vectors)} vectors")
+    rows = [(check_text(who, t), "", "{}", floats(who, v)) for t, v in zip(texts, vectors)]
+    if len({len(row[3]) for row in rows}) > 1:
+        raise UsageError(f"{who}: the vectors are not all of one length")
+    return rows

@@ -27,8 +27,8 @@ import psycopg
 
 from cognitive import MemoryItem, Recalled, Scope
 from cognitive.memory.checks import (check_dimensions, check_embedder, check_ids, check_k, check_scope,
-                                       check_source, check_text, check_user, embed, floats, load_meta, meta_text,
-                                       pointless)
+                                     check_source, check_text, check_user, embed, given_rows, load_meta,
+                                     meta_text, pointless)
 from loop import UsageError, tracing
 from loop.checks import positive_int, positive_number
 from provider import PASSAGE, QUERY, Embedder
@@ -138,11 +138,7 @@ class PostgresMemory:
         """Keep ``texts`` for ``scope`` with ``vectors`` already made (no embedder), in one transaction: for
         loading many items at once, and for benchmarks."""
         check_scope("PostgresMemory", scope)
-        if len(texts) != len(vectors):
-            raise UsageError(f"{len(texts)} texts but {len(vectors)} vectors")
-        rows = [(check_text("PostgresMemory", t), "", "{}", floats(str(self), v)) for t, v in zip(texts, vectors)]
-        if len({len(row[3]) for row in rows}) > 1:
-            raise UsageError("the vectors are not all of one length")
+        rows = given_rows(str(self), texts, vectors)
         return await self._db.call(self._insert, scope, rows) if rows else []
 
     # -- lifetime -------------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from loop.errors import (
     StreamError,
 )
 from provider._embeddings import OpenAIEmbeddings
+from tests.provider.test_retry import FakeTime
 from tests.provider.wire.server import WireServer, fixture
 
 MODEL = "text-embedding-3-small"
@@ -34,20 +35,6 @@ KEY = "sk-test-0123456789"
 RECORDED = ["The Eiffel Tower is 330 metres tall.", "Bananas are rich in potassium.",
             "Paris is the capital of France."]
 
-
-class FakeTime:
-    """A clock that moves only when something sleeps on it, and a record of the waits."""
-
-    def __init__(self) -> None:
-        self.now = 50.0
-        self.waits: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.waits.append(seconds)
-        self.now += seconds
 
 
 @pytest.fixture
