@@ -1,5 +1,5 @@
-"""For writers of memory stores: what every store checks and converts the same way: scopes, texts, ``k``, meta, and the vectors an
-embedder gives (one per text, of one length, finite), as 32-bit floats.
+"""For writers of memory stores: what every store checks and converts the same way (scopes, texts, ``k``, meta,
+and the vectors an embedder gives: one per text, of one length, finite, as 32-bit floats).
 
 A vector of all zeros points nowhere (an embedder gives one for a text with nothing to go on, such as
 ``HashingEmbedder`` for ``"!!!"``): its cosine similarity to anything is undefined, so stores keep the item but

@@ -48,9 +48,9 @@ class Model:
         return [r for r in self.requests if [t for t in r.turns if t.role is Role.USER][-1].text == text]
 
 
-async def converse(client: httpx.AsyncClient, text: str) -> dict[str, Any]:
+async def converse(client: httpx.AsyncClient, text: str, wrapper: str = "Remembering") -> dict[str, Any]:
     """Open a conversation, send ``text``, and return its answer turn once the run has finished (its outcome
-    holds what was remembered), with the conversation's ``session_id``."""
+    holds what ``wrapper`` did: what was remembered), with the conversation's ``session_id``."""
     session_id = (await client.post("/sessions")).json()["id"]
     sent = await client.post(f"/sessions/{session_id}/messages", json={"text": text})
     assert sent.status_code == 202, sent.text
@@ -58,7 +58,7 @@ async def converse(client: httpx.AsyncClient, text: str) -> dict[str, Any]:
         while True:
             turns = (await client.get(f"/sessions/{session_id}/turns")).json()["turns"]
             outcome = turns[-1]["meta"].get("outcome", {}) if len(turns) >= 2 else {}
-            if "Remembering" in outcome.get("data", {}):
+            if wrapper in outcome.get("data", {}):
                 return {**turns[-1], "session_id": session_id}
             await anyio.sleep(0.01)
 
@@ -109,24 +109,11 @@ async def test_a_semantic_cache_answers_each_caller_from_their_own_answers_over_
 
         async with on_socket(Function(model), processor=new_turn_processor(make_agent)) as served:
             a, b = served.client(TOKEN), served.client(OTHER)
-            first = await answered(a, "how do I reset my password on the website")
+            first = await converse(a, "how do I reset my password on the website", "SemanticCache")
             assert first["meta"]["outcome"]["data"]["SemanticCache"] == {"hit": False}
-            again = await answered(a, "How do I reset my password on the web site?")
+            again = await converse(a, "How do I reset my password on the web site?", "SemanticCache")
             assert again["meta"]["cache"] == "semantic" and again["parts"] == first["parts"]
             assert again["meta"]["outcome"]["data"]["SemanticCache"]["hit"] is True
-            other = await answered(b, "how do I reset my password on the website")
+            other = await converse(b, "how do I reset my password on the website", "SemanticCache")
             assert other["meta"]["outcome"]["data"]["SemanticCache"] == {"hit": False}, "never another caller's"
     assert len(model.requests) == 2, "the model answered each caller once"
-
-
-async def answered(client: httpx.AsyncClient, text: str) -> dict[str, Any]:
-    """A new conversation's answer turn to ``text``, once its run has finished."""
-    session_id = (await client.post("/sessions")).json()["id"]
-    sent = await client.post(f"/sessions/{session_id}/messages", json={"text": text})
-    assert sent.status_code == 202, sent.text
-    with anyio.fail_after(10):
-        while True:
-            turns = (await client.get(f"/sessions/{session_id}/turns")).json()["turns"]
-            if len(turns) >= 2 and "outcome" in turns[-1]["meta"]:
-                return turns[-1]
-            await anyio.sleep(0.01)

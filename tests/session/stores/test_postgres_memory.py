@@ -15,6 +15,7 @@ from cognitive.memory._protocol import Forgetting, Memory, Scope
 from cognitive.memory._sqlite import SQLiteMemory
 from loop import UsageError
 from provider._embedder import HashingEmbedder
+from tests.cognitive.memory.test_sqlite_memory import ANN, CORPUS
 from tests.session.stores.pg_server import admin, pg_schema, pg_url, require_psycopg, server_url
 
 require_psycopg("PostgresMemory")
@@ -24,15 +25,6 @@ from session.stores._protocol import StoreError  # noqa: E402
 
 __all__ = ["pg_schema", "pg_url"]  # fixtures, used by name
 
-CORPUS = (
-    "the red fox jumps over the lazy dog",
-    "the red fox sleeps in its den",
-    "a blue whale swims in the cold ocean",
-    "bread and butter for breakfast",
-    "the lazy dog sleeps all day",
-    "a red apple on the kitchen table",
-)
-ANN = Scope("ann", "acme")
 
 
 @pytest.fixture
