@@ -196,5 +196,5 @@ def test_loop_names_only_the_kinds_it_writes_and_each_package_its_own() -> None:
     assert {k.value for k in PatternKind} == {"budget", "code_action", "code_action_answer", "code_action_error",
                                              "compaction", "verify_answer", "route", "stage", "loop_note", "rewoo_plan",
                                              "rewoo_replan", "rewoo_evidence", "work_notes", "thought", "propose",
-                                             "score", "search_line", "merged", "cot", "cot_answer", "reflect"}
+                                             "score", "search_line", "merged", "cot", "cot_answer", "reflect", "memory"}
     assert FAILURE == "failure"
