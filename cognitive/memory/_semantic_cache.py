@@ -14,37 +14,64 @@ higher than it scores two different questions that share their words, so no thre
 refuses those. ``SymmetricEmbedder`` (in ``provider``) embeds both sides alike: build the cache's store on it
 (``SQLiteMemory(path, SymmetricEmbedder(LocalE5()))``; another ``SQLiteMemory`` on the same file may serve an
 agent's own memory with the plain embedder, and erasing a user through either erases both).
+
+Question against question, a model this small scores "enable" and "disable two-factor authentication" as close
+as two wordings of one question. What it was trained for, a question against the passage answering it, tells
+more: given the plain ``embedder``, a remembered question close enough is also asked whether its answer fits the
+new question (embedded as a query, the answer as a passage) at least as well as it fits the question it was
+written for. The answer to "enable" fits "disable" a little worse; the answer to a rewording, as well or better.
 """
 
 from __future__ import annotations
 
+import array
+import base64
 import itertools
 import math
 import re
+import sys
 from collections.abc import Mapping
 from typing import Any
 
 from cognitive._pattern import Pattern, check_start, left_open
 from cognitive.memory._protocol import Memory, Recalled, Scope
+from cognitive.memory.checks import check_embedder, embed
 from loop import (CACHE_HIT, Role, State, Text, TurnSubmitter, UsageError, current_scope, has, require, scope,
                   tracing)
 from loop.checks import positive_int
+from provider import PASSAGE, QUERY, Embedder, cosine
 
-__all__ = ["CACHE_SCORE", "SEMANTIC", "THRESHOLD", "SemanticCache"]
+__all__ = ["ANSWER_CHECK", "CACHE_FIT", "CACHE_SCORE", "CHECKED_THRESHOLD", "SEMANTIC", "THRESHOLD",
+           "SemanticCache"]
 
 THRESHOLD = 0.97
-"""The default score a remembered question needs to answer a new one, chosen for few wrong answers over many
-hits: with multilingual-e5-small (``provider.LocalE5``) through ``SymmetricEmbedder``, different questions
-sharing most of their words ("enable" or "disable two-factor authentication") score up to about 0.97, and
-reworded questions 0.89-0.99, so about a quarter of reworded questions hit, and under 2% of different ones
-(those differing only in word order, "Celsius to Fahrenheit" and back, score 0.999: no threshold tells them
-apart). Nor does a second look at the words that differ: this model scores single words of one kind
-("install", "uninstall"; "Canada", "Mexico") closer than a reworded question's ("bought", "ordered"). See
+"""The default score a remembered question needs to answer a new one without the answer check (no
+``embedder``), chosen for few wrong answers over many hits: with multilingual-e5-small (``provider.LocalE5``)
+through ``SymmetricEmbedder``, different questions sharing most of their words ("enable" or "disable two-factor
+authentication") score up to about 0.97, and reworded questions 0.89-0.99, so about a quarter of reworded
+questions hit, and under 2% of different ones (those differing only in word order, "Celsius to Fahrenheit" and
+back, score 0.999: no threshold tells them apart). Nor does a second look at the words that differ: this model
+scores single words of one kind ("install", "uninstall"; "Canada", "Mexico") closer than a reworded question's
+("bought", "ordered"). The answer check does better (``CHECKED_THRESHOLD``). See
 ``tests/benchmarks/bench_semantic_cache.py``. A wrong answer costs more than a model call."""
+CHECKED_THRESHOLD = 0.88
+"""The default score a remembered question needs to be checked against its answer (with an ``embedder``): just
+below the reworded questions' scores (0.89 and up), leaving the choice to the answer check. With
+multilingual-e5-small and ``ANSWER_CHECK``, half the reworded questions hit (twice as many as at ``THRESHOLD``
+alone) and none of the different ones measured, the word-order pair included: a rewording fits the remembered
+answer better than the question it was written for about as often as worse, while every different question
+measured fitted it worse, though by as little as 0.001 ("Fahrenheit to Celsius" against the answer to
+"Celsius to Fahrenheit"; 0.002 for "disable" against "enable two-factor authentication")."""
+ANSWER_CHECK = 0.0
+"""The default ``answer_check`` (with an ``embedder``): how much less a remembered answer may fit a new question
+than the question it was written for (cosine, query against passage). Allowing 0.01 answers about three
+quarters of reworded questions, and about 5% of different ones (those sharing most of their words)."""
 SEMANTIC = "semantic"
 """``meta["cache"]`` of an answer a ``SemanticCache`` gave from a remembered question."""
 CACHE_SCORE = "cognitive_loop.cache.score"
 """The span attribute holding the score of the closest remembered question (absent when there was none)."""
+CACHE_FIT = "cognitive_loop.cache.fit"
+"""The span attribute holding the answer check's ``fit`` of the answer given, or of the closest one refused."""
 
 _log = tracing.logger("cognitive.memory.semantic_cache")
 _SAMPLE = re.compile(r"(?:^|/)(?:sample \d+|samples)(?:/|$)")  # the branches Step.sample and fan-outs name
@@ -56,14 +83,25 @@ class SemanticCache:
 
     Once per user message, the message's text (its case, spacing and closing punctuation made uniform, so that
     a repeat scores 1) is recalled, the ``k`` closest items, in the caller's scope, space ``cache:<agent>``
-    (``Scope.current``). When the best item holding an answer scores at least
-    ``threshold``, ``inner`` does not run: the remembered answer is submitted through ``executor`` as an
+    (``Scope.current``). Without ``embedder``, the best item holding an answer hits when it scores at least
+    ``threshold`` (``THRESHOLD`` unless told). With it, each item holding an answer and scoring at least
+    ``threshold`` (``CHECKED_THRESHOLD`` unless told), best first, is checked, and the first whose answer's
+    ``fit`` is at least ``-answer_check`` hits: the answer's score (as a passage) against the message less its
+    score against the item's question (both as queries). ``embedder`` is the plain model the memory's
+    ``SymmetricEmbedder`` wraps (``LocalE5()``, the same instance), since a question against an answer is the
+    query-passage task it was trained for. So that a check embeds only the message, a remembered answer keeps
+    its vector and its score against its question in the item's meta (``answer_vector``, base64 float32;
+    ``answer_score``), embedded when remembered (a miss embeds the answer too); an item without them, or with
+    another model's, has them embedded when checked.
+
+    On a hit ``inner`` does not run: the remembered answer is submitted through ``executor`` as an
     assistant turn (so it is published, stored by a session and sent by its conduits like any answer), its
     meta ``{"cache": "semantic", "cache_score": score, "cache_question": question}``; its ``TurnCompleted``
     event is the hit's event. Otherwise ``inner`` runs. Either way the answer's outcome holds, under this
     wrapper's run path, ``{"hit": True, "score": ..., "question": ...}`` or ``{"hit": False}`` (with the best
-    ``score`` below the threshold, when there was one), and the span ``invoke_agent SemanticCache`` has
-    ``cognitive_loop.cache.hit`` and ``cognitive_loop.cache.score``.
+    ``score``, when there was one), with the ``fit`` of the answer given or of the best one refused when
+    checked, and the span ``invoke_agent SemanticCache`` has ``cognitive_loop.cache.hit``,
+    ``cognitive_loop.cache.score`` and ``cognitive_loop.cache.fit``. An embedder that fails costs a model call.
 
     An answer is remembered (the uniform question as the item's text; the answer and the question as asked in
     its meta) only when the run is ``ok``, ends in a text answer, and, unless ``tools=True``, called no tool
@@ -79,14 +117,17 @@ class SemanticCache:
     up and remembered, and later ones pass by. ``follow_ups=True`` caches them too, for agents whose messages
     stand alone.
 
-    ``memory`` should compare questions symmetrically (see ``SymmetricEmbedder``); the default ``threshold``
-    (``THRESHOLD``) is measured for multilingual-e5-small embedded that way.
+    ``memory`` should compare questions symmetrically (see ``SymmetricEmbedder``); the default thresholds and
+    ``answer_check`` are measured for multilingual-e5-small embedded that way.
     """
 
-    __slots__ = ("inner", "executor", "memory", "agent", "threshold", "tools", "follow_ups", "k", "space")
+    __slots__ = ("inner", "executor", "memory", "agent", "embedder", "threshold", "answer_check", "tools",
+                 "follow_ups", "k", "space")
 
     def __init__(self, inner: Pattern, executor: TurnSubmitter, memory: Memory, *, agent: str,
-                 threshold: float = THRESHOLD, tools: bool = False, follow_ups: bool = False, k: int = 3) -> None:
+                 embedder: Embedder | None = None, threshold: float | None = None,
+                 answer_check: float | None = None, tools: bool = False, follow_ups: bool = False,
+                 k: int = 3) -> None:
         require(inner, Pattern, "SemanticCache", "a Pattern to wrap (something with run(state))")
         require(executor, TurnSubmitter, "SemanticCache", "a TurnSubmitter (the step) to submit a remembered answer")
         if not has(memory, Memory):
@@ -96,10 +137,19 @@ class SemanticCache:
         if not isinstance(agent, str) or not agent.strip():
             raise UsageError(f"SemanticCache agent must be a non-empty string naming the agent whose answers it "
                              f"keeps, got {agent!r}")
-        if (isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold)
-                or not 0 < threshold <= 1):
+        if threshold is None:
+            threshold = THRESHOLD if embedder is None else CHECKED_THRESHOLD
+        if not _number(threshold) or not 0 < threshold <= 1:
             raise UsageError(f"SemanticCache threshold must be a number in (0, 1], the least cosine similarity "
                              f"that answers from the cache; got {threshold!r}")
+        if answer_check is None:
+            answer_check = ANSWER_CHECK
+        elif embedder is None:
+            raise UsageError("SemanticCache answer_check needs an embedder (the plain one, such as LocalE5()) "
+                             "to check answers with")
+        if not _number(answer_check) or not 0 <= answer_check <= 1:
+            raise UsageError(f"SemanticCache answer_check must be a number in [0, 1], how much less a remembered "
+                             f"answer may fit a new question than its own; got {answer_check!r}")
         if not isinstance(tools, bool):
             raise UsageError(f"SemanticCache tools must be True (remember answers that called tools) or False, "
                              f"got {tools!r}")
@@ -110,7 +160,9 @@ class SemanticCache:
         self.executor = executor
         self.memory = memory
         self.agent = agent
+        self.embedder = None if embedder is None else check_embedder("SemanticCache", embedder)
         self.threshold = float(threshold)
+        self.answer_check = float(answer_check)
         self.tools = tools
         self.follow_ups = follow_ups
         self.k = positive_int("SemanticCache k", k)
@@ -125,31 +177,35 @@ class SemanticCache:
         with scope("SemanticCache"), tracing.span("invoke_agent SemanticCache", {
                 "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "SemanticCache"}) as span:
             where = Scope.current(space=self.space)
-            best = await self._best(where, _uniform(question))
-            if best is not None:
-                span.set_attribute(CACHE_SCORE, best.score)
-            if best is not None and best.score >= self.threshold:
+            uniform = _uniform(question)
+            found = await self._recall(where, uniform)
+            if found:
+                span.set_attribute(CACHE_SCORE, found[0].score)
+            hit, fit = await self._choose(uniform, [r for r in found if r.score >= self.threshold])
+            if fit is not None:
+                span.set_attribute(CACHE_FIT, fit)
+            checked: dict[str, Any] = {} if fit is None else {"fit": fit}
+            if hit is not None:
                 span.set_attribute(CACHE_HIT, True)
-                asked = best.item.meta.get("question")
-                matched = asked if isinstance(asked, str) else best.item.text
-                found = {"hit": True, "score": best.score, "question": matched}
+                asked = hit.item.meta.get("question")
+                matched = asked if isinstance(asked, str) else hit.item.text
                 answered = await self.executor.submit(
-                    state, Role.ASSISTANT, Text(best.item.meta["answer"]),
-                    meta={"cache": SEMANTIC, "cache_score": best.score, "cache_question": matched})
-                return answered.with_outcome(data=found)
+                    state, Role.ASSISTANT, Text(hit.item.meta["answer"]),
+                    meta={"cache": SEMANTIC, "cache_score": hit.score, "cache_question": matched})
+                return answered.with_outcome(data={"hit": True, "score": hit.score, "question": matched, **checked})
             span.set_attribute(CACHE_HIT, False)
             start = len(state)
             state = await self.inner.run(state)
             if left_open(state):  # calls left for the caller: no answer yet, nothing to remember
                 return state
-            missed: dict[str, Any] = {"hit": False} if best is None else {"hit": False, "score": best.score}
-            state = state.with_outcome(data=missed)
+            missed: dict[str, Any] = {"hit": False} if not found else {"hit": False, "score": found[0].score}
+            state = state.with_outcome(data={**missed, **checked})
             if self._keeps(state, start):
                 await self._remember(where, question, state.answer or "")
             return state
 
-    async def _best(self, where: Scope, question: str) -> Recalled | None:
-        """The closest remembered question that holds an answer, or ``None``."""
+    async def _recall(self, where: Scope, question: str) -> list[Recalled]:
+        """The closest remembered questions that hold an answer, best first."""
         try:
             found = await self.memory.recall(where, question, k=self.k)
         except UsageError:
@@ -157,8 +213,43 @@ class SemanticCache:
         except Exception as exc:  # a memory that cannot be read costs a model call, never the answer
             _log.warning("the semantic cache could not recall; asking the model", memory=repr(self.memory),
                          error=repr(exc))
-            return None
-        return next((r for r in found if _answer_of(r.item.meta) is not None), None)
+            return []
+        return [r for r in found if _answer_of(r.item.meta) is not None]
+
+    async def _choose(self, question: str, close: list[Recalled]) -> tuple[Recalled | None, float | None]:
+        """The item of ``close`` (best first) that answers ``question``, or ``None``; and the ``fit`` of its
+        answer, or of the best one refused (``None`` unchecked)."""
+        if self.embedder is None or not close:
+            return (close[0] if close else None), None
+        try:
+            fits = await self._fits(self.embedder, question, close)
+        except UsageError:
+            raise
+        except Exception as exc:  # an embedder that fails costs a model call, never the answer
+            _log.warning("the semantic cache could not check an answer; asking the model",
+                         embedder=repr(self.embedder), error=repr(exc))
+            return None, None
+        chosen = next((i for i, fit in enumerate(fits) if fit >= -self.answer_check), None)
+        return (None, fits[0]) if chosen is None else (close[chosen], fits[chosen])
+
+    async def _fits(self, embedder: Embedder, question: str, close: list[Recalled]) -> list[float]:
+        """How much better each item's answer fits ``question`` than its own question: from the answer's vector
+        and score kept with it, or embedded now for an item kept without them (or with another model's)."""
+        [asked] = await embed("SemanticCache", embedder, [question], QUERY)
+        kept = [_kept(r.item.meta, len(asked)) for r in close]
+        missing = [(r.item.text, r.item.meta["answer"]) for r, k in zip(close, kept) if k is None]
+        made = iter(await self._answer_scores(embedder, missing) if missing else [])
+        whole = [next(made) if k is None else k for k in kept]
+        return [cosine(asked, vector) - score for vector, score in whole]
+
+    async def _answer_scores(self, embedder: Embedder,
+                             pairs: list[tuple[str, str]]) -> list[tuple[array.array[float], float]]:
+        """For each (uniform question, answer): the answer's vector as a passage, and its score against the
+        question as a query."""
+        questions = [q for q, _ in pairs]
+        asked = await embed("SemanticCache", embedder, questions, QUERY)
+        passages = await embed("SemanticCache", embedder, [a for _, a in pairs], PASSAGE)
+        return [(p, cosine(q, p)) for q, p in zip(asked, passages)]
 
     def _keeps(self, state: State, start: int) -> bool:
         """Whether the answer ``state`` ends in may answer the question again: an ``ok`` run ending in text,
@@ -175,8 +266,18 @@ class SemanticCache:
         return not any(t.role is Role.TOOL or t.tool_calls for t in added)
 
     async def _remember(self, where: Scope, question: str, answer: str) -> None:
+        meta: dict[str, Any] = {"answer": answer, "question": question}
+        if self.embedder is not None:  # what the answer check needs, so that a hit embeds only the new question
+            try:
+                [(vector, score)] = await self._answer_scores(self.embedder, [(_uniform(question), answer)])
+                meta.update(answer_vector=_encoded(vector), answer_score=score)
+            except UsageError:
+                raise
+            except Exception as exc:  # kept without them, the check embeds them when asked
+                _log.warning("the semantic cache could not embed an answer", embedder=repr(self.embedder),
+                             error=repr(exc))
         try:
-            await self.memory.remember(where, _uniform(question), meta={"answer": answer, "question": question})
+            await self.memory.remember(where, _uniform(question), meta=meta)
         except UsageError:
             raise
         except Exception as exc:  # the answer stands; a memory that cannot keep it costs only the next hit
@@ -184,9 +285,10 @@ class SemanticCache:
                          error=repr(exc))
 
     def __repr__(self) -> str:
+        checked = "" if self.embedder is None else f", embedder={self.embedder!r}, answer_check={self.answer_check:g}"
         tools = ", tools=True" if self.tools else ""
         follow_ups = ", follow_ups=True" if self.follow_ups else ""
-        return (f"SemanticCache({self.inner!r}, memory={self.memory!r}, agent={self.agent!r}, "
+        return (f"SemanticCache({self.inner!r}, memory={self.memory!r}, agent={self.agent!r}{checked}, "
                 f"threshold={self.threshold:g}{tools}{follow_ups})")
 
 
@@ -209,6 +311,35 @@ def _uniform(question: str) -> str:
     """``question`` in one case, its spaces single and its closing punctuation dropped: E5 reads "How do I...?"
     and "how do i..." as different texts (about 0.97 apart), which a cache must not."""
     return " ".join(question.split()).rstrip("?!.;:？！。 ").casefold()
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _encoded(vector: array.array[float]) -> str:
+    """``vector`` as base64 little-endian float32, to keep in an item's meta."""
+    little = array.array("f", vector)
+    if sys.byteorder == "big":
+        little.byteswap()
+    return base64.b64encode(little.tobytes()).decode("ascii")
+
+
+def _kept(meta: Mapping[str, Any], dimensions: int) -> tuple[array.array[float], float] | None:
+    """The answer's vector and score kept in ``meta``, when they are there, whole and of ``dimensions``."""
+    encoded, score = meta.get("answer_vector"), meta.get("answer_score")
+    if not isinstance(encoded, str) or not isinstance(score, (int, float)) or not _number(score):
+        return None
+    try:
+        raw = base64.b64decode(encoded, validate=True)
+    except ValueError:
+        return None
+    if len(raw) != 4 * dimensions:
+        return None
+    vector = array.array("f", raw)
+    if sys.byteorder == "big":
+        vector.byteswap()
+    return (vector, float(score)) if all(map(math.isfinite, vector)) else None
 
 
 def _answer_of(meta: Mapping[str, Any]) -> str | None:

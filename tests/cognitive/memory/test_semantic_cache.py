@@ -1,9 +1,12 @@
 """SemanticCache: a question answered again from a remembered one close in meaning, only answers that may be
-reused remembered, scoped per caller and agent, marked in the turn, outcome, events and span; SymmetricEmbedder.
+reused remembered, scoped per caller and agent, marked in the turn, outcome, events and span; the answer check;
+SymmetricEmbedder.
 The vectors here are word-overlap ones (HashingEmbedder); the real model is in test_semantic_cache_e5.py."""
 
 from __future__ import annotations
 
+import array
+import base64
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -13,7 +16,8 @@ import pytest
 
 from cognitive import ReAct, SingleShot, WithBudget
 from cognitive.memory._protocol import MemoryItem, Recalled, Scope
-from cognitive.memory._semantic_cache import CACHE_SCORE, SEMANTIC, THRESHOLD, SemanticCache
+from cognitive.memory._semantic_cache import (ANSWER_CHECK, CACHE_FIT, CACHE_SCORE, CHECKED_THRESHOLD, SEMANTIC,
+                                              THRESHOLD, SemanticCache)
 from loop import (CACHE_HIT, Budget, Caller, Request, Role, State, Step, Text, ToolCall, TurnCompleted, UsageError,
                   branch, main_line, run_context, tool)
 from loop.errors import BudgetExhausted
@@ -380,6 +384,12 @@ async def test_remembered_items_without_an_answer_are_skipped() -> None:
     ({"agent": 7}, "agent must be a non-empty string"),
     ({"tools": "yes"}, "tools must be True"),
     ({"k": 0}, "k"),
+    ({"answer_check": 0.01}, "answer_check needs an embedder"),
+    ({"embedder": HashingEmbedder(), "answer_check": -0.01}, "answer_check must be a number in \\[0, 1\\]"),
+    ({"embedder": HashingEmbedder(), "answer_check": 1.5}, "answer_check"),
+    ({"embedder": HashingEmbedder(), "answer_check": float("nan")}, "answer_check"),
+    ({"embedder": HashingEmbedder(), "answer_check": True}, "answer_check"),
+    ({"embedder": object()}, "needs an Embedder"),
 ])
 def test_bad_settings_are_refused(settings: dict[str, Any], message: str) -> None:
     step = Step(Function(Model()))
@@ -444,3 +454,166 @@ async def test_a_follow_up_message_passes_by_unless_follow_ups_are_cached() -> N
     assert hit.answer == "answer 1" and len(model.requests) == 2
     with pytest.raises(UsageError, match="follow_ups must be True"):
         cached(model, notes, follow_ups="yes")
+
+
+ANSWER = "open the website, choose forgot password and reset your password from the link we email you"
+FITTING = "how do I reset my password from the link you email"  # shares more words with the answer than QUESTION
+UNFITTING = "how do I reset my password on the web site"  # shares fewer
+
+
+def fit(asked: str, answer: str = ANSWER, original: str = QUESTION) -> float:
+    """How much better ``answer`` fits ``asked`` than ``original``, by word overlap."""
+    return score(asked.casefold(), answer) - score(original.casefold(), answer)
+
+
+async def test_with_an_embedder_a_close_question_hits_only_when_the_answer_fits_it_as_well() -> None:
+    assert fit(FITTING) > 0 > fit(UNFITTING)
+    model, notes = Model(lambda request, number: ANSWER if number == 1 else f"answer {number}"), Notes()
+    cache, _ = cached(model, notes, embedder=HashingEmbedder(), threshold=0.5)
+    await cache.run(ask())
+    hit = await cache.run(ask(FITTING))
+    assert hit.answer == ANSWER and len(model.requests) == 1
+    assert hit.outcome is not None and hit.outcome.data["SemanticCache"] == {
+        "hit": True, "score": score(QUESTION.casefold(), FITTING.casefold()), "question": QUESTION,
+        "fit": pytest.approx(fit(FITTING))}
+    refused = await cache.run(ask(UNFITTING))
+    assert refused.answer == "answer 2", "close enough in words, but the answer fits it less than its question"
+    assert refused.outcome is not None and refused.outcome.data["SemanticCache"] == {
+        "hit": False, "score": score(QUESTION.casefold(), UNFITTING.casefold()), "fit": pytest.approx(fit(UNFITTING))}
+    assert cache.threshold == 0.5 and cache.answer_check == ANSWER_CHECK == 0
+
+
+async def test_answer_check_is_how_much_less_the_answer_may_fit() -> None:
+    short = -fit(UNFITTING)
+    for answer_check, hits in ((short + 1e-9, True), (short - 1e-6, False)):
+        model, notes = Model(lambda request, number: ANSWER), Notes()
+        cache, _ = cached(model, notes, embedder=HashingEmbedder(), threshold=0.5, answer_check=answer_check)
+        await cache.run(ask())
+        again = await cache.run(ask(UNFITTING))
+        assert again.outcome is not None and again.outcome.data["SemanticCache"]["hit"] is hits, answer_check
+        assert len(model.requests) == (1 if hits else 2)
+
+
+async def test_a_repeat_fits_its_answer_exactly_as_well() -> None:
+    model, notes = Model(lambda request, number: ANSWER), Notes()
+    cache, _ = cached(model, notes, embedder=HashingEmbedder(), threshold=0.99)
+    await cache.run(ask())
+    again = await cache.run(ask(QUESTION.upper() + "?"))
+    assert again.outcome is not None and again.outcome.data["SemanticCache"]["fit"] == 0.0
+    assert again.outcome.data["SemanticCache"]["hit"] is True and len(model.requests) == 1
+
+
+async def test_the_next_close_question_is_checked_when_the_closest_answer_does_not_fit() -> None:
+    model, notes = Model(), Notes()
+    where = Scope("", "", "cache:helpdesk")
+    await notes.remember(where, UNFITTING.casefold(), meta={"answer": "use the web site", "question": UNFITTING})
+    await notes.remember(where, QUESTION.casefold(), meta={"answer": ANSWER, "question": QUESTION})
+    asked = "how do i reset my password on the web site from the link you email"
+    closest = await notes.recall(where, asked, k=2)
+    assert [r.item.text for r in closest] == [UNFITTING.casefold(), QUESTION.casefold()]
+    first_fit = fit(asked, "use the web site", UNFITTING)
+    assert first_fit < 0 <= fit(asked)
+    cache, _ = cached(model, notes, embedder=HashingEmbedder(), threshold=0.5)
+    hit = await cache.run(ask(asked))
+    assert hit.answer == ANSWER and not model.requests
+    assert hit.outcome is not None and hit.outcome.data["SemanticCache"]["question"] == QUESTION
+
+
+async def test_the_span_holds_the_fit(spans: Any) -> None:
+    model, notes = Model(lambda request, number: ANSWER), Notes()
+    cache, _ = cached(model, notes, embedder=HashingEmbedder(), threshold=0.5)
+    await cache.run(ask())
+    await cache.run(ask(UNFITTING))
+    [*_, span] = [s for s in spans.get_finished_spans() if s.name == "invoke_agent SemanticCache"]
+    assert span.attributes[CACHE_FIT] == pytest.approx(fit(UNFITTING)) and span.attributes[CACHE_HIT] is False
+
+
+class Failing:
+    """An embedder raising ``error``."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    async def embed(self, texts: Sequence[str], *, kind: str = PASSAGE) -> list[Vector]:
+        raise self.error
+
+
+async def test_an_embedder_that_fails_costs_a_model_call_and_a_wrong_one_is_reported() -> None:
+    model, notes = Model(lambda request, number: ANSWER), Notes()
+    cache, _ = cached(model, notes, embedder=Failing(OSError("no model here")), threshold=0.5)
+    await cache.run(ask())
+    missed = await cache.run(ask(FITTING))
+    assert missed.outcome is not None and missed.outcome.data["SemanticCache"] == {
+        "hit": False, "score": score(QUESTION.casefold(), FITTING.casefold())}
+    assert len(model.requests) == 2
+    cache, _ = cached(model, notes, embedder=Failing(UsageError("a bad text")), threshold=0.5)
+    with pytest.raises(UsageError, match="a bad text"):
+        await cache.run(ask(FITTING))
+
+
+def test_the_default_threshold_depends_on_the_answer_check() -> None:
+    step = Step(Function(Model()))
+    plain = SemanticCache(SingleShot(step), step, Notes(), agent="helpdesk")
+    checked = SemanticCache(SingleShot(step), step, Notes(), agent="helpdesk", embedder=HashingEmbedder())
+    assert plain.threshold == THRESHOLD and plain.embedder is None
+    assert checked.threshold == CHECKED_THRESHOLD < THRESHOLD and checked.answer_check == ANSWER_CHECK
+    assert repr(checked).endswith("agent='helpdesk', embedder=HashingEmbedder(256), answer_check=0, "
+                                  "threshold=0.88)")
+
+
+async def test_with_an_embedder_the_answers_vector_and_score_are_kept_for_the_check() -> None:
+    model, notes = Model(lambda request, number: ANSWER), Notes()
+    cache, _ = cached(model, notes, embedder=HashingEmbedder(), threshold=0.5)
+    await cache.run(ask())
+    [(_, item)] = notes.items[Scope("", "", "cache:helpdesk")]
+    assert item.meta["answer_score"] == pytest.approx(score(QUESTION.casefold(), ANSWER))
+    kept = array.array("f", base64.b64decode(item.meta["answer_vector"]))
+    assert list(kept) == pytest.approx(list(HashingEmbedder().vector(ANSWER)), abs=1e-7), "float32, little-endian"
+    plain, _ = cached(Model(), plain_notes := Notes())
+    await plain.run(ask())
+    [(_, bare)] = plain_notes.items[Scope("", "", "cache:helpdesk")]
+    assert set(bare.meta) == {"answer", "question"}, "no embedder: nothing more to keep"
+
+
+class Counting(HashingEmbedder):
+    """A HashingEmbedder counting the texts it embedded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+
+    async def embed(self, texts: Sequence[str], *, kind: str = PASSAGE) -> list[Vector]:
+        self.texts.extend(texts)
+        return await super().embed(texts, kind=kind)
+
+
+@pytest.mark.parametrize("kept", [
+    {},
+    {"answer_vector": "not base64!", "answer_score": 0.5},
+    {"answer_vector": "AAAA", "answer_score": 0.5},  # one dimension: another model's
+    {"answer_vector": "AADAfw==", "answer_score": 0.5},  # a NaN
+    {"answer_score": "0.5"},
+])
+async def test_an_item_kept_without_a_usable_vector_is_checked_by_embedding_its_answer(kept: dict[str, Any]) -> None:
+    notes, embedder = Notes(), Counting()
+    where = Scope("", "", "cache:helpdesk")
+    await notes.remember(where, QUESTION.casefold(), meta={"answer": ANSWER, "question": QUESTION, **kept})
+    cache, _ = cached(Model(), notes, embedder=embedder, threshold=0.5)
+    for asked, hits in ((FITTING, True), (UNFITTING, False)):
+        embedder.texts.clear()
+        done = await cache.run(ask(asked))
+        assert done.outcome is not None
+        assert done.outcome.data["SemanticCache"]["fit"] == pytest.approx(fit(asked)), kept
+        assert done.outcome.data["SemanticCache"]["hit"] is hits
+        assert ANSWER in embedder.texts and asked.casefold() in embedder.texts
+
+
+async def test_an_item_kept_with_its_vector_costs_the_check_one_text() -> None:
+    embedder = Counting()
+    cache, _ = cached(Model(lambda request, number: ANSWER), Notes(), embedder=embedder, threshold=0.5)
+    await cache.run(ask())
+    assert embedder.texts == [QUESTION.casefold(), ANSWER], "the answer's vector and score, made once"
+    embedder.texts.clear()
+    done = await cache.run(ask(FITTING))
+    assert done.outcome is not None and done.outcome.data["SemanticCache"]["fit"] == pytest.approx(fit(FITTING))
+    assert embedder.texts == [FITTING.casefold()]

@@ -1,7 +1,8 @@
 """SemanticCache on the real local model (multilingual-e5-small through ``provider.LocalE5``) in a SQLiteMemory:
 at the default threshold a paraphrase hits, an unrelated question and one just below the threshold miss, users
 are kept apart and erased, and a store embedding questions as passages could not tell a repeat from a
-different question."""
+different question. With the answer check, a reworded question whose remembered answer fits it hits below
+``THRESHOLD``, and questions sharing most words (one at 0.999) are refused."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ from typing import Any
 import pytest
 
 from cognitive import SingleShot
-from cognitive.memory._semantic_cache import THRESHOLD, SemanticCache
+from cognitive.memory._semantic_cache import CHECKED_THRESHOLD, THRESHOLD, SemanticCache
 from cognitive.memory._sqlite import SQLiteMemory
 from loop import Caller, Request, Role, State, Step, Text, run_context
 from provider import Function
 from provider._e5 import LocalE5
 from provider._embedder import SymmetricEmbedder
+from tests.benchmarks.paraphrases import ANSWERS
 
 E5 = LocalE5()  # loaded once for the module, on first use
 STORED = "How do I reverse a list in Python?"
@@ -113,3 +115,50 @@ async def test_questions_stored_as_passages_score_a_repeat_no_higher_than_a_diff
         cached = cache(symmetric, Model())
         await cached.run(ask(STORED))
         assert found(await cached.run(ask(STORED)))["score"] == pytest.approx(1.0, abs=1e-4)
+
+
+class Helpful:
+    """A model answering each question of ``ANSWERS`` as written there (others with a fixed sentence)."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def __call__(self, request: Request) -> str:
+        self.asked.append(request.turns[-1].text)
+        return ANSWERS.get(self.asked[-1], "Here is how to do that.")
+
+
+def checking(memory: SQLiteMemory, model: Helpful) -> SemanticCache:
+    step = Step(Function(model))
+    return SemanticCache(SingleShot(step), step, memory, agent="helpdesk", embedder=E5)
+
+
+@pytest.mark.parametrize("stored, reworded", [
+    ("Why was my card declined?", "What could cause my card payment to be declined?"),
+    ("How do I convert Celsius to Fahrenheit?", "What's the formula to turn Celsius into Fahrenheit?"),
+])
+async def test_the_answer_check_takes_a_rewording_its_answer_fits_below_the_plain_threshold(
+        memory: SQLiteMemory, stored: str, reworded: str) -> None:
+    model = Helpful()
+    cached = checking(memory, model)
+    assert cached.threshold == CHECKED_THRESHOLD
+    await cached.run(ask(stored))
+    hit = await cached.run(ask(reworded))
+    assert found(hit)["hit"] is True and found(hit)["fit"] >= 0 and hit.answer == ANSWERS[stored], found(hit)
+    assert found(hit)["score"] < THRESHOLD, "a miss without the check"
+    assert model.asked == [stored]
+
+
+@pytest.mark.parametrize("stored, different", [
+    ("How do I convert Celsius to Fahrenheit?", "How do I convert Fahrenheit to Celsius?"),
+    ("How do I enable two-factor authentication?", "How do I disable two-factor authentication?"),
+    ("How do I upgrade my plan?", "How do I downgrade my plan?"),
+])
+async def test_the_answer_check_refuses_a_different_question_sharing_most_words(
+        memory: SQLiteMemory, stored: str, different: str) -> None:
+    model = Helpful()
+    cached = checking(memory, model)
+    await cached.run(ask(stored))
+    refused = await cached.run(ask(different))
+    assert found(refused)["hit"] is False and found(refused)["fit"] < 0, found(refused)
+    assert found(refused)["score"] >= CHECKED_THRESHOLD and model.asked == [stored, different]
