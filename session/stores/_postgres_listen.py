@@ -273,6 +273,11 @@ class EventFollower:
                 self._subscribed, self._stale = True, True
             try:
                 await self._step()
+            except Exception:
+                self._unsubscribe()
+                if self._events._closed:  # closed while this step read: the follow ends, as it would have after
+                    raise StopAsyncIteration from None
+                raise
             except BaseException:
                 self._unsubscribe()
                 raise

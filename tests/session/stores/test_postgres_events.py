@@ -388,6 +388,22 @@ async def test_followers_end_and_the_listener_stops_at_once_when_their_events_cl
     await a.aclose()  # twice is fine
 
 
+async def test_a_follower_whose_events_close_while_it_reads_ends(pg_url: str,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    a = PostgresEvents(pg_url)
+    await a.publish("s", events("a"))
+    follower = a.follow("s")
+    read = a._read
+
+    async def closing_first(session_id: str, after: int) -> list[StoredEvent]:
+        await a.aclose()  # as when the server stops while a follower's read is on its way
+        return await read(session_id, after)
+
+    monkeypatch.setattr(a, "_read", closing_first)
+    assert [event async for event in follower] == [], "it ends, as a follower of closed events does"
+    assert follower.reads == 1
+
+
 # Retention.
 
 async def test_prune_drops_old_events(pg_url: str, pg_schema: str) -> None:
