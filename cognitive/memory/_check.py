@@ -9,11 +9,11 @@ import inspect
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
-from loop import UsageError
+from loop import Closable, UsageError, has
 from loop.checks import positive_number
 from loop.errors import ConformanceError
 from cognitive.memory._protocol import Forgetting, Memory, MemoryItem, Recalled, Scope
@@ -51,9 +51,9 @@ async def check_memory(make_memory: Callable[[], Memory | Awaitable[Memory]], *,
         except TimeoutError:
             raise ConformanceError(f"{part.__doc__}: no answer within {timeout:g} seconds") from None
         finally:
-            if callable(getattr(memory, "aclose", None)):
+            if has(memory, Closable):
                 with anyio.CancelScope(shield=True):
-                    await memory.aclose()
+                    await cast(Closable, memory).aclose()
 
 
 def _require(ok: bool, what: str, rule: str) -> None:

@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from loop import UsageError
+from loop import UsageError, has
 from loop.checks import positive_int
 from cognitive.memory._protocol import Scope
 from provider import PASSAGE, Embedder
@@ -75,7 +75,7 @@ def check_ids(who: str, ids: Sequence[object]) -> list[str]:
 
 
 def check_embedder(who: str, embedder: object) -> Embedder:
-    if not callable(getattr(embedder, "embed", None)):
+    if not has(embedder, Embedder):
         raise UsageError(f"{who} needs an Embedder (an object with async embed(texts, kind=...)), "
                          f"got {type(embedder).__name__}")
     return embedder  # type: ignore[return-value]
