@@ -5,8 +5,7 @@ from __future__ import annotations
 from cognitive._kinds import PatternKind
 from cognitive._pattern import answering as _answering, check_start, left_open
 from cognitive.everyday._loops import watch as _watch
-from loop import (Options, Role, State, Text, TurnRunner, UsageError, add_turn, current_scope, require, scope,
-                  tracing)
+from loop import Options, Role, State, Text, TurnRunner, UsageError, add_turn, require, scope, tracing
 from loop.checks import positive_int
 
 _FINAL = Options(tool_choice="none")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from cognitive._pattern import Pattern, check_prompt, check_start, check_wiring, left_open
-from loop import Role, State, Text, TurnKind, TurnSubmitter, UsageError, has, require, scope, tracing
+from loop import Role, State, Text, TurnKind, TurnSubmitter, UsageError, has, scope, tracing
 from loop.checks import positive_int, positive_number
 from loop.errors import VerificationError
 from verifier import Result, Status, Verifier, run_all
