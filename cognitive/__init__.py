@@ -32,6 +32,7 @@ from cognitive.everyday._verify import Verify
 from cognitive.memory._protocol import Forgetting, Memory, MemoryItem, Recalled, Scope
 from cognitive.memory._recall import RecallMemory
 from cognitive.memory._remember import ExtractFacts, Remembering, remember_messages
+from cognitive.memory._cache_judge import SameQuestion
 from cognitive.memory._semantic_cache import SemanticCache
 from cognitive.memory._sqlite import MemoryStoreError, SQLiteMemory
 from cognitive.memory._tools import memory_tools
@@ -124,6 +125,7 @@ __all__ = [
     "ReuseResults",
     "Router",
     "SQLiteMemory",
+    "SameQuestion",
     "Scope",
     "Score",
     "Scorer",

@@ -65,7 +65,7 @@ PUBLIC = {
         "MemoryCheckpoints", "MemoryItem", "MemoryStoreError", "Next", "Node", "Operation", "PEOATR", "Pattern",
         "PatternFactory", "PatternKind", "Plan", "PlanAndExecute", "PoolStep", "Proposal", "Proposals", "Rating",
         "ReAct", "ReWOO", "RecallMemory", "Recalled", "Refine", "Reflect", "Reflection", "Reflexion", "RegistryError",
-        "Remembering", "Research", "ReuseResults", "Router", "SQLiteMemory", "Scope", "Score", "Scorer",
+        "Remembering", "Research", "ReuseResults", "Router", "SQLiteMemory", "SameQuestion", "Scope", "Score", "Scorer",
         "SelfConsistency", "SelfRefine", "SemanticCache", "SingleShot", "SlidingWindow", "SourceCheck", "Stage",
         "Steps", "Summarize", "Synthesize", "Template", "TemplateError", "Think", "ToolCheckedVerifier",
         "ToolOutputGuard", "Tree", "TreeOfThoughts", "TruncateToolResults", "TurnProcessor", "Verify", "WithBudget",

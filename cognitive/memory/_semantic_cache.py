@@ -20,29 +20,35 @@ as two wordings of one question. What it was trained for, a question against the
 more: given the plain ``embedder``, a remembered question close enough is also asked whether its answer fits the
 new question (embedded as a query, the answer as a passage) at least as well as it fits the question it was
 written for. The answer to "enable" fits "disable" a little worse; the answer to a rewording, as well or better.
+Surest of all, given a ``judge``, a model reads both questions together before the cache answers
+(``SameQuestion``): a short model call, made only for a question close enough to a remembered one.
 """
 
 from __future__ import annotations
 
-import array
-import base64
 import itertools
 import math
 import re
-import sys
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, cast
 
 from cognitive._pattern import Pattern, check_start, left_open
+from cognitive.memory._answer_check import answer_fits, answer_scores, encoded
+from cognitive.memory._cache_judge import SameQuestion
 from cognitive.memory._protocol import Memory, Recalled, Scope
-from cognitive.memory.checks import check_embedder, embed
-from loop import (CACHE_HIT, Role, State, Text, TurnSubmitter, UsageError, current_scope, has, require, scope,
-                  tracing)
+from cognitive.memory.checks import check_embedder
+from loop import (CACHE_HIT, Role, State, Text, TurnRunner, TurnSubmitter, UsageError, current_scope, has, require,
+                  scope, tracing)
 from loop.checks import positive_int
-from provider import PASSAGE, QUERY, Embedder, cosine
+from loop.errors import BudgetExhausted
+from provider import Embedder
 
-__all__ = ["ANSWER_CHECK", "CACHE_FIT", "CACHE_SCORE", "CHECKED_THRESHOLD", "SEMANTIC", "THRESHOLD",
-           "SemanticCache"]
+__all__ = ["ANSWER_CHECK", "CACHE_FIT", "CACHE_JUDGED", "CACHE_SCORE", "CHECKED_THRESHOLD", "JUDGED_THRESHOLD",
+           "SEMANTIC", "THRESHOLD", "CacheJudge", "SemanticCache"]
+
+CacheJudge = Callable[[str, str], Awaitable["bool | None"]]
+"""A ``SemanticCache`` judge: ``await judge(remembered, asked)`` says whether the answer to the remembered
+question serves the question asked (``None``: it could not tell, taken for no). ``SameQuestion`` asks a model."""
 
 THRESHOLD = 0.97
 """The default score a remembered question needs to answer a new one without the answer check (no
@@ -62,6 +68,9 @@ alone) and none of the different ones measured, the word-order pair included: a 
 answer better than the question it was written for about as often as worse, while every different question
 measured fitted it worse, though by as little as 0.001 ("Fahrenheit to Celsius" against the answer to
 "Celsius to Fahrenheit"; 0.002 for "disable" against "enable two-factor authentication")."""
+JUDGED_THRESHOLD = 0.88
+"""The default score a remembered question needs to go to the ``judge`` (with one): just below the reworded
+questions' scores with multilingual-e5-small (0.89 and up), leaving the choice to the judge."""
 ANSWER_CHECK = 0.0
 """The default ``answer_check`` (with an ``embedder``): how much less a remembered answer may fit a new question
 than the question it was written for (cosine, query against passage). Allowing 0.01 answers about three
@@ -72,6 +81,9 @@ CACHE_SCORE = "cognitive_loop.cache.score"
 """The span attribute holding the score of the closest remembered question (absent when there was none)."""
 CACHE_FIT = "cognitive_loop.cache.fit"
 """The span attribute holding the answer check's ``fit`` of the answer given, or of the closest one refused."""
+CACHE_JUDGED = "cognitive_loop.cache.judged"
+"""The span attribute holding the judge's verdict on the remembered question it was shown (absent when none was
+shown, or when its reply was neither yes nor no)."""
 
 _log = tracing.logger("cognitive.memory.semantic_cache")
 _SAMPLE = re.compile(r"(?:^|/)(?:sample \d+|samples)(?:/|$)")  # the branches Step.sample and fan-outs name
@@ -94,14 +106,20 @@ class SemanticCache:
     ``answer_score``), embedded when remembered (a miss embeds the answer too); an item without them, or with
     another model's, has them embedded when checked.
 
+    With a ``judge`` (a step, asked through ``SameQuestion``, or any ``CacheJudge``), the item chosen is shown
+    to it with the message before it hits, and hits only when the judge says yes; the default ``threshold`` is then
+    ``JUDGED_THRESHOLD``. A judge that raises (but for ``UsageError``, ``BudgetExhausted`` and cancellation) costs
+    a model call, as one that says no or neither.
+
     On a hit ``inner`` does not run: the remembered answer is submitted through ``executor`` as an
     assistant turn (so it is published, stored by a session and sent by its conduits like any answer), its
     meta ``{"cache": "semantic", "cache_score": score, "cache_question": question}``; its ``TurnCompleted``
     event is the hit's event. Otherwise ``inner`` runs. Either way the answer's outcome holds, under this
     wrapper's run path, ``{"hit": True, "score": ..., "question": ...}`` or ``{"hit": False}`` (with the best
     ``score``, when there was one), with the ``fit`` of the answer given or of the best one refused when
-    checked, and the span ``invoke_agent SemanticCache`` has ``cognitive_loop.cache.hit``,
-    ``cognitive_loop.cache.score`` and ``cognitive_loop.cache.fit``. An embedder that fails costs a model call.
+    checked, and ``judged`` (the verdict, ``None`` for neither yes nor no) when judged; the span
+    ``invoke_agent SemanticCache`` has ``cognitive_loop.cache.hit``, ``cognitive_loop.cache.score``,
+    ``cognitive_loop.cache.fit`` and ``cognitive_loop.cache.judged``. An embedder that fails costs a model call.
 
     An answer is remembered (the uniform question as the item's text; the answer and the question as asked in
     its meta) only when the run is ``ok``, ends in a text answer, and, unless ``tools=True``, called no tool
@@ -122,12 +140,12 @@ class SemanticCache:
     """
 
     __slots__ = ("inner", "executor", "memory", "agent", "embedder", "threshold", "answer_check", "tools",
-                 "follow_ups", "k", "space")
+                 "follow_ups", "k", "judge", "space")
 
     def __init__(self, inner: Pattern, executor: TurnSubmitter, memory: Memory, *, agent: str,
                  embedder: Embedder | None = None, threshold: float | None = None,
-                 answer_check: float | None = None, tools: bool = False, follow_ups: bool = False,
-                 k: int = 3) -> None:
+                 answer_check: float | None = None, judge: TurnRunner | CacheJudge | None = None,
+                 tools: bool = False, follow_ups: bool = False, k: int = 3) -> None:
         require(inner, Pattern, "SemanticCache", "a Pattern to wrap (something with run(state))")
         require(executor, TurnSubmitter, "SemanticCache", "a TurnSubmitter (the step) to submit a remembered answer")
         if not has(memory, Memory):
@@ -138,7 +156,8 @@ class SemanticCache:
             raise UsageError(f"SemanticCache agent must be a non-empty string naming the agent whose answers it "
                              f"keeps, got {agent!r}")
         if threshold is None:
-            threshold = THRESHOLD if embedder is None else CHECKED_THRESHOLD
+            threshold = CHECKED_THRESHOLD if embedder is not None else JUDGED_THRESHOLD if judge is not None \
+                else THRESHOLD
         if not _number(threshold) or not 0 < threshold <= 1:
             raise UsageError(f"SemanticCache threshold must be a number in (0, 1], the least cosine similarity "
                              f"that answers from the cache; got {threshold!r}")
@@ -166,6 +185,7 @@ class SemanticCache:
         self.tools = tools
         self.follow_ups = follow_ups
         self.k = positive_int("SemanticCache k", k)
+        self.judge = None if judge is None else _judge(judge)
         self.space = f"cache:{agent}"
 
     async def run(self, state: State) -> State:
@@ -185,10 +205,15 @@ class SemanticCache:
             if fit is not None:
                 span.set_attribute(CACHE_FIT, fit)
             checked: dict[str, Any] = {} if fit is None else {"fit": fit}
+            if hit is not None and self.judge is not None:
+                said = await self._judged(self.judge, _asked(hit), question)
+                checked["judged"] = said
+                if said is not None:
+                    span.set_attribute(CACHE_JUDGED, said)
+                hit = hit if said else None
             if hit is not None:
                 span.set_attribute(CACHE_HIT, True)
-                asked = hit.item.meta.get("question")
-                matched = asked if isinstance(asked, str) else hit.item.text
+                matched = _asked(hit)
                 answered = await self.executor.submit(
                     state, Role.ASSISTANT, Text(hit.item.meta["answer"]),
                     meta={"cache": SEMANTIC, "cache_score": hit.score, "cache_question": matched})
@@ -222,7 +247,7 @@ class SemanticCache:
         if self.embedder is None or not close:
             return (close[0] if close else None), None
         try:
-            fits = await self._fits(self.embedder, question, close)
+            fits = await answer_fits(self.embedder, question, close)
         except UsageError:
             raise
         except Exception as exc:  # an embedder that fails costs a model call, never the answer
@@ -232,24 +257,15 @@ class SemanticCache:
         chosen = next((i for i, fit in enumerate(fits) if fit >= -self.answer_check), None)
         return (None, fits[0]) if chosen is None else (close[chosen], fits[chosen])
 
-    async def _fits(self, embedder: Embedder, question: str, close: list[Recalled]) -> list[float]:
-        """How much better each item's answer fits ``question`` than its own question: from the answer's vector
-        and score kept with it, or embedded now for an item kept without them (or with another model's)."""
-        [asked] = await embed("SemanticCache", embedder, [question], QUERY)
-        kept = [_kept(r.item.meta, len(asked)) for r in close]
-        missing = [(r.item.text, r.item.meta["answer"]) for r, k in zip(close, kept) if k is None]
-        made = iter(await self._answer_scores(embedder, missing) if missing else [])
-        whole = [next(made) if k is None else k for k in kept]
-        return [cosine(asked, vector) - score for vector, score in whole]
-
-    async def _answer_scores(self, embedder: Embedder,
-                             pairs: list[tuple[str, str]]) -> list[tuple[array.array[float], float]]:
-        """For each (uniform question, answer): the answer's vector as a passage, and its score against the
-        question as a query."""
-        questions = [q for q, _ in pairs]
-        asked = await embed("SemanticCache", embedder, questions, QUERY)
-        passages = await embed("SemanticCache", embedder, [a for _, a in pairs], PASSAGE)
-        return [(p, cosine(q, p)) for q, p in zip(asked, passages)]
+    async def _judged(self, judge: CacheJudge, remembered: str, asked: str) -> bool | None:
+        """The judge's verdict, ``False`` when it failed."""
+        try:
+            return await judge(remembered, asked)
+        except (UsageError, BudgetExhausted):
+            raise
+        except Exception as exc:  # a judge that fails costs a model call, never the answer
+            _log.warning("the semantic cache's judge failed; asking the model", judge=repr(judge), error=repr(exc))
+            return False
 
     def _keeps(self, state: State, start: int) -> bool:
         """Whether the answer ``state`` ends in may answer the question again: an ``ok`` run ending in text,
@@ -269,8 +285,8 @@ class SemanticCache:
         meta: dict[str, Any] = {"answer": answer, "question": question}
         if self.embedder is not None:  # what the answer check needs, so that a hit embeds only the new question
             try:
-                [(vector, score)] = await self._answer_scores(self.embedder, [(_uniform(question), answer)])
-                meta.update(answer_vector=_encoded(vector), answer_score=score)
+                [(vector, score)] = await answer_scores(self.embedder, [(_uniform(question), answer)])
+                meta.update(answer_vector=encoded(vector), answer_score=score)
             except UsageError:
                 raise
             except Exception as exc:  # kept without them, the check embeds them when asked
@@ -288,8 +304,25 @@ class SemanticCache:
         checked = "" if self.embedder is None else f", embedder={self.embedder!r}, answer_check={self.answer_check:g}"
         tools = ", tools=True" if self.tools else ""
         follow_ups = ", follow_ups=True" if self.follow_ups else ""
-        return (f"SemanticCache({self.inner!r}, memory={self.memory!r}, agent={self.agent!r}{checked}, "
+        judged = "" if self.judge is None else f", judge={self.judge!r}"
+        return (f"SemanticCache({self.inner!r}, memory={self.memory!r}, agent={self.agent!r}{checked}{judged}, "
                 f"threshold={self.threshold:g}{tools}{follow_ups})")
+
+
+def _judge(judge: Any) -> CacheJudge:
+    """A step asks through ``SameQuestion``; a callable is a ``CacheJudge`` as it is."""
+    if has(judge, TurnRunner):
+        return SameQuestion(judge)
+    if callable(judge):
+        return cast(CacheJudge, judge)
+    raise UsageError(f"SemanticCache judge must be a TurnRunner (the step, asked through SameQuestion) or an async "
+                     f"callable (remembered, asked) -> bool | None; got {judge!r}")
+
+
+def _asked(found: Recalled) -> str:
+    """The remembered question as it was asked (its uniform text for an item kept without it)."""
+    asked = found.item.meta.get("question")
+    return asked if isinstance(asked, str) else found.item.text
 
 
 def _question(state: State, follow_ups: bool) -> str | None:
@@ -315,31 +348,6 @@ def _uniform(question: str) -> str:
 
 def _number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _encoded(vector: array.array[float]) -> str:
-    """``vector`` as base64 little-endian float32, to keep in an item's meta."""
-    little = array.array("f", vector)
-    if sys.byteorder == "big":
-        little.byteswap()
-    return base64.b64encode(little.tobytes()).decode("ascii")
-
-
-def _kept(meta: Mapping[str, Any], dimensions: int) -> tuple[array.array[float], float] | None:
-    """The answer's vector and score kept in ``meta``, when they are there, whole and of ``dimensions``."""
-    encoded, score = meta.get("answer_vector"), meta.get("answer_score")
-    if not isinstance(encoded, str) or not isinstance(score, (int, float)) or not _number(score):
-        return None
-    try:
-        raw = base64.b64decode(encoded, validate=True)
-    except ValueError:
-        return None
-    if len(raw) != 4 * dimensions:
-        return None
-    vector = array.array("f", raw)
-    if sys.byteorder == "big":
-        vector.byteswap()
-    return (vector, float(score)) if all(map(math.isfinite, vector)) else None
 
 
 def _answer_of(meta: Mapping[str, Any]) -> str | None:

@@ -117,3 +117,33 @@ async def test_a_semantic_cache_answers_each_caller_from_their_own_answers_over_
             other = await converse(b, "how do I reset my password on the website", "SemanticCache")
             assert other["meta"]["outcome"]["data"]["SemanticCache"] == {"hit": False}, "never another caller's"
     assert len(model.requests) == 2, "the model answered each caller once"
+
+
+async def test_a_judged_semantic_cache_asks_the_sessions_own_step_and_keeps_the_judge_out_of_the_conversation(
+        tmp_path: Path) -> None:
+    asked: list[Request] = []
+
+    def model(request: Request) -> str:
+        asked.append(request)
+        if request.path.endswith("SameQuestion"):
+            return "Yes" if "web site" in request.turns[-1].text else "No"
+        return f"answer {len(asked)}"
+
+    async with SQLiteMemory(tmp_path / "cache.db", SymmetricEmbedder(HashingEmbedder())) as answers:
+        def make_agent(step: Executor) -> SemanticCache:
+            return SemanticCache(ReAct(step), step, answers, agent="desk", threshold=0.6, judge=step)
+
+        async with on_socket(Function(model), processor=new_turn_processor(make_agent)) as served:
+            a = served.client(TOKEN)
+            first = await converse(a, "how do I reset my password on the website", "SemanticCache")
+            again = await converse(a, "How do I reset my password on the web site?", "SemanticCache")
+            assert again["meta"]["cache"] == "semantic" and again["parts"] == first["parts"]
+            assert again["meta"]["outcome"]["data"]["SemanticCache"]["judged"] is True
+            other = await converse(a, "how do I reset my router on the website", "SemanticCache")
+            assert other["meta"]["outcome"]["data"]["SemanticCache"]["hit"] is False
+            assert other["meta"]["outcome"]["data"]["SemanticCache"]["judged"] is False
+            turns = (await a.get(f"/sessions/{again['session_id']}/turns")).json()["turns"]
+            assert [t["role"] for t in turns] == ["user", "assistant"], "the judge is not part of the conversation"
+    judged = [r for r in asked if r.path.endswith("SameQuestion")]
+    assert len(judged) == 2 and all(r.tools == () for r in judged)
+    assert len(asked) == 4, "answer, judge (yes), judge (no), answer"
