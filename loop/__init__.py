@@ -54,7 +54,7 @@ from loop._protocols import (
 )
 from loop._pipeline import CANCELLED, ToolPipeline
 from loop._scope import (Carried, Recorder, RunScope, branch, carry, charging, current_scope, external_tools,
-                         main_line, recording, run_path, scope, turn_options, typed_answer)
+                         in_sample, main_line, recording, run_path, scope, turn_options, typed_answer)
 from loop._state import State
 from loop._step import Step
 from loop._tokens import TokenCounter, approx_tokens
@@ -168,6 +168,7 @@ __all__ = [
     "external_tools",
     "fan_out",
     "has",
+    "in_sample",
     "index_tools",
     "json_default",
     "main_line",

@@ -14,7 +14,6 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
-import re
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, Protocol, cast, runtime_checkable
@@ -33,7 +32,7 @@ from loop._executor import Closable, has, provider_info, require
 from loop._parts import Usage
 from loop._protocols import (Delta, DeltaStream, Finish, Options, Provider, ProviderInfo, Request, UsageDelta,
                              UseTool)
-from loop._scope import current_scope
+from loop._scope import current_scope, in_sample
 from loop.errors import UsageError
 
 __all__ = ["CACHE_HIT", "CacheStats", "CacheStore", "MemoryCache", "ResponseCache"]
@@ -42,7 +41,6 @@ CACHE_HIT = "cognitive_loop.cache.hit"
 """The chat span attribute saying whether the response came from a ``ResponseCache`` (``True``) or the model."""
 
 _log = tracing.logger("loop.cache")
-_SAMPLE = re.compile(r"(?:^|/)(?:sample \d+|samples)(?:/|$)")  # the branches Step.sample and fan-outs name
 _KEY_VERSION = 1  # part of every key: a change to the canonical form must never hit an entry of the old one
 
 
@@ -297,7 +295,7 @@ def _is_sample(request: Request) -> bool:
     n = request.options.n
     if n is not None and n > 1:
         return True
-    return _SAMPLE.search(request.path or current_scope().path) is not None
+    return in_sample(request.path or current_scope().path)
 
 
 def _mark_span(hit: bool) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 import sys
 from contextvars import ContextVar, Token
 from collections.abc import Iterable
@@ -105,6 +106,16 @@ class RunScope(NamedTuple):
 
     def __repr__(self) -> str:
         return f"RunScope(path={self.path!r}, line={self.line!r}, budgets={len(self.budgets)})"
+
+
+_SAMPLE = re.compile(r"(?:^|/)(?:sample \d+|samples)(?:/|$)")
+
+
+def in_sample(path: str) -> bool:
+    """Whether run path ``path`` lies in a sample: inside the ``samples`` branch ``Step.sample`` opens, or a
+    branch named ``sample N`` (its samples, and fan-outs named ``sample``). An answer made there is one of
+    several candidates, not the answer: caches keep none of them."""
+    return _SAMPLE.search(path) is not None
 
 
 def _join(path: str, name: str) -> str:

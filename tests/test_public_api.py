@@ -25,9 +25,9 @@ PUBLIC = {
         "TurnKind", "TurnMiddleware", "TurnRunner", "TurnStarted", "TurnSubmitter", "Usage", "UsageDelta", "UsageError",
         "UseTool", "Viewer", "Wake", "add_turn", "answer_approvals", "approval_asked_at", "approving", "approx_tokens",
         "as_completed", "ask", "awaiting_approval", "branch", "carry", "charge", "charging", "current_approver",
-        "current_run_context", "current_scope", "external_tools", "fan_out", "has", "index_tools", "json_default",
-        "main_line", "offer", "provider_info", "recording", "require", "require_approval", "run_context", "run_path",
-        "scope", "tool", "tool_timeout", "turn_options", "typed_answer"
+        "current_run_context", "current_scope", "external_tools", "fan_out", "has", "in_sample", "index_tools",
+        "json_default", "main_line", "offer", "provider_info", "recording", "require", "require_approval", "run_context",
+        "run_path", "scope", "tool", "tool_timeout", "turn_options", "typed_answer"
     ],
     "loop.checks": [
         "field_check", "int_at_least", "non_negative_int", "positive_int", "positive_number"

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
@@ -37,8 +36,8 @@ from cognitive.memory._answer_check import answer_fits, answer_scores, encoded
 from cognitive.memory._cache_judge import SameQuestion
 from cognitive.memory._protocol import Memory, Recalled, Scope
 from cognitive.memory.checks import check_embedder
-from loop import (CACHE_HIT, Role, State, Text, TurnRunner, TurnSubmitter, UsageError, current_scope, has, require,
-                  scope, tracing)
+from loop import (CACHE_HIT, Role, State, Text, TurnRunner, TurnSubmitter, UsageError, current_scope, has, in_sample,
+                  require, scope, tracing)
 from loop.checks import positive_int
 from loop.errors import BudgetExhausted
 from provider import Embedder
@@ -86,7 +85,6 @@ CACHE_JUDGED = "cognitive_loop.cache.judged"
 shown, or when its reply was neither yes nor no)."""
 
 _log = tracing.logger("cognitive.memory.semantic_cache")
-_SAMPLE = re.compile(r"(?:^|/)(?:sample \d+|samples)(?:/|$)")  # the branches Step.sample and fan-outs name
 
 
 class SemanticCache:
@@ -192,7 +190,7 @@ class SemanticCache:
         check_start(state, "SemanticCache")
         question = _question(state, self.follow_ups)
         here = current_scope()
-        if question is None or not here.on_main_line or _SAMPLE.search(here.path):
+        if question is None or not here.on_main_line or in_sample(here.path):
             return await self.inner.run(state)
         with scope("SemanticCache"), tracing.span("invoke_agent SemanticCache", {
                 "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "SemanticCache"}) as span:

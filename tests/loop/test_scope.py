@@ -6,7 +6,7 @@ import anyio
 import pytest
 
 import loop
-from loop import Role, Stamped, State, Step, Text, TextDelta, TurnCompleted, UsageError, tool
+from loop import Request, Role, Stamped, State, Step, Text, TextDelta, TurnCompleted, UsageError, in_sample, tool
 from provider import Function, Scripted, tool_call
 
 START = State().append(Role.USER, Text("hi"))
@@ -251,3 +251,23 @@ async def test_one_carried_scope_can_be_entered_by_two_tasks_at_once() -> None:
         group.start_soon(worker, 0, 0.03)
         group.start_soon(worker, 0.01, 0.04)
     assert seen == ["Plan/step 1", "", "Plan/step 1", ""]
+
+
+@pytest.mark.parametrize("path, sampled", [
+    ("samples", True), ("ReAct/samples/sample 2", True), ("sample 3", True), ("SelfConsistency/sample 12/ReAct", True),
+    ("", False), ("ReAct", False), ("sample", False), ("samples taken", False), ("my samples", False),
+    ("resample 2", False), ("sample 2b", False),
+])
+def test_in_sample_names_the_paths_of_samples(path: str, sampled: bool) -> None:
+    assert in_sample(path) is sampled
+
+
+async def test_a_step_samples_in_paths_in_sample_says_are_samples() -> None:
+    seen: list[str] = []
+
+    def model(request: Request) -> str:
+        seen.append(request.path)
+        return "ok"
+
+    await Step(Function(model)).sample(State().append(Role.USER, Text("hi")), 2)
+    assert seen and all(in_sample(path) for path in seen)
