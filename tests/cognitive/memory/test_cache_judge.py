@@ -85,14 +85,7 @@ async def test_the_judge_is_charged_to_the_budget_and_published_as_a_branch() ->
     again = await agent.run(ask(REWORDED))
     assert again.answer == "answer 1"
     assert again.outcome is not None and again.outcome.data["WithBudget"]["spent"]["turns"] == 1, "the judge's turn"
-    paths = []
-    while True:
-        with anyio.move_on_after(0) as waited:
-            event = await stamped.__anext__()
-        if waited.cancelled_caught:
-            break
-        if isinstance(event, Stamped) and isinstance(event.event, TurnCompleted):
-            paths.append((event.path, event.main))
+    paths = [(e.path, e.main) for e in stamped.drain() if isinstance(e, Stamped) and isinstance(e.event, TurnCompleted)]
     assert ("WithBudget/SemanticCache/SameQuestion", False) in paths
     assert [t.text for t in again] == [REWORDED, "answer 1"], "never taken for the conversation"
 

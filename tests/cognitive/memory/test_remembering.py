@@ -97,14 +97,7 @@ async def test_extract_facts_asks_the_model_in_a_charged_sub_run_and_remembers_e
     assert "Nice to meet you." in extraction.turns[1].text
     assert state.outcome is not None
     assert state.outcome.data["WithBudget"]["spent"]["turns"] == 2  # the extraction is charged too
-    paths = []
-    while True:
-        with anyio.move_on_after(0) as waited:
-            event = await stamped.__anext__()
-        if waited.cancelled_caught:
-            break
-        if isinstance(event, Stamped) and isinstance(event.event, TurnCompleted):
-            paths.append((event.path, event.main))
+    paths = [(e.path, e.main) for e in stamped.drain() if isinstance(e, Stamped) and isinstance(e.event, TurnCompleted)]
     assert ("WithBudget/Remembering/ExtractFacts", False) in paths  # published, as a branch
     assert [t.role for t in state] == [Role.USER, Role.ASSISTANT]  # never taken for the conversation
 
