@@ -146,6 +146,9 @@ def parser() -> argparse.ArgumentParser:
         cmd.add_argument("--approval-timeout", type=_seconds, default="3600", metavar="SECONDS",
                          help="how long tool calls that need approval wait for an answer before they are denied "
                               "(default 3600)")
+        cmd.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio",
+                         help="the event loop to run on: asyncio (HTTP served by uvicorn) or trio (by Hypercorn) "
+                              "(default asyncio)")
         if name == "chat":
             cmd.add_argument("--session", metavar="ID",
                              help="the conversation's id: resumed if the store holds it, else started under it")
@@ -316,7 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(text, file=sys.stderr, flush=True)
 
     try:
-        anyio.run(run, args, say)
+        anyio.run(run, args, say, backend=args.backend)
     except (LoopError, BaseExceptionGroup) as exc:
         error = unwrap(exc) if isinstance(exc, BaseExceptionGroup) else exc
         if not isinstance(error, LoopError):

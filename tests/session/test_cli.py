@@ -34,9 +34,10 @@ def chat(*args: str, stdin: str, cwd: Path = ROOT) -> subprocess.CompletedProces
                           capture_output=True, text=True, timeout=60)
 
 
-async def test_chat_streams_answers_and_ends_at_end_of_input() -> None:
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+async def test_chat_streams_answers_and_ends_at_end_of_input(backend: str) -> None:
     done = await anyio.to_thread.run_sync(lambda: chat("tests.session.agents:make_agent", "--store", "memory://",
-                                                       stdin="hello there\nwait 0.01\n"))
+                                                       "--backend", backend, stdin="hello there\nwait 0.01\n"))
     assert done.returncode == 0, done.stderr
     assert "HELLO THERE" in done.stdout
     assert "→ wait({\"seconds\": 0.01})" in done.stdout and "← wait: waited 0.01 s" in done.stdout
@@ -68,6 +69,7 @@ async def test_the_default_store_is_a_sqlite_file_in_the_working_directory(tmp_p
         (["tests.session.agents:not_a_pattern"],
          "tests.session.agents:not_a_pattern returned 'not a pattern', which is not a pattern (it has no run(state)"),
         (["tests.session.agents:no_executor"], "tests.session.agents:no_executor cannot be called with a step: "),
+        (["tests.session.agents:make_agent", "--backend", "curio"], "argument --backend: invalid choice: 'curio'"),
         (["tests.session.agents:make_agent", "--store", "sqlite:////nonexistent/dir/x.db"],
          "the folder '/nonexistent/dir' for 'sqlite:////nonexistent/dir/x.db' does not exist; create it first"),
     ],
@@ -191,13 +193,14 @@ async def test_a_session_killed_mid_turn_loses_no_stored_turn_and_resumes(tmp_pa
     assert [t.text for t in resumed if t.role is Role.USER] == ["first", "wait 60", "back again"]
 
 
-async def test_serve_answers_sessions_and_the_openai_api_then_stops_on_ctrl_c() -> None:
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+async def test_serve_answers_sessions_and_the_openai_api_then_stops_on_ctrl_c(backend: str) -> None:
     import httpx
     import openai
 
     child = subprocess.Popen([sys.executable, "-m", "session", "serve", "tests.session.agents:make_agent",
-                              "--port", "0", "--store", "memory://"], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, cwd=ROOT, env=ENV)
+                              "--port", "0", "--store", "memory://", "--backend", backend],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, env=ENV)
     try:
         said = await read_until(child.stderr, "OpenAPI at /openapi.json")
         found = re.search(r"serving on (http://127\.0\.0\.1:\d+):", said)
@@ -230,12 +233,13 @@ async def test_serve_refuses_a_public_host_without_a_token_in_the_command_lines_
     assert "--token" in done.stderr and "SESSION_TOKEN" in done.stderr and "token=" not in done.stderr
 
 
-async def test_mcp_serves_the_agent_as_a_tool_over_stdio() -> None:
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+async def test_mcp_serves_the_agent_as_a_tool_over_stdio(backend: str) -> None:
     from mcp import Client, StdioServerParameters
 
     params = StdioServerParameters(command=sys.executable, cwd=str(ROOT), env={**ENV},
                                    args=["-m", "session", "mcp", "tests.session.agents:make_agent",
-                                         "--store", "memory://", "--tool", "shout"])
+                                         "--store", "memory://", "--tool", "shout", "--backend", backend])
     with anyio.fail_after(60):
         async with Client(params) as client:
             tools = await client.list_tools()

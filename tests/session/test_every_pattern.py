@@ -91,9 +91,10 @@ async def test_every_example_agent_answers_in_a_session(example: str) -> None:
     assert isinstance(state, State) and state.answer
 
 
-async def _ask_served(target: str, env: dict[str, str]) -> str:
+async def _ask_served(target: str, env: dict[str, str], backend: str = "asyncio") -> str:
     child = subprocess.Popen([sys.executable, "-m", "session", "serve", target, "--port", "0", "--store",
-                              "memory://"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, env=env)
+                              "memory://", "--backend", backend], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             cwd=ROOT, env=env)
     try:
         said = await read_until(child.stderr, "OpenAPI at /openapi.json")
         found = re.search(r"serving on (http://127\.0\.0\.1:\d+):", said)
@@ -126,6 +127,14 @@ async def test_every_pattern_and_example_answers_through_a_served_process(target
     else:
         answer = await _ask_served(f"examples.{target}:make_agent", env)
     assert answer
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the server is a subprocess: this side only asks
+@pytest.mark.parametrize("example", EXAMPLES)
+async def test_every_example_answers_through_a_process_served_on_trio(example: str) -> None:
+    env = {k: v for k, v in ENV.items() if k != "SESSION_TOKEN"}
+    assert await _ask_served(f"examples.{example}:make_agent", env, backend="trio")
 
 
 async def test_loop_detection_in_a_session_stores_each_turn_as_it_completes_and_rewrites_none() -> None:
