@@ -22,6 +22,7 @@ from loop._cache import check_clock, check_limits
 from loop._protocols import Delta
 from loop.codec import delta_from_dict, delta_to_dict
 from loop.errors import UsageError
+from loop.files import create_private
 
 if TYPE_CHECKING:  # imported where the file is first opened: ``import loop`` need not load SQLite
     import sqlite3
@@ -95,7 +96,8 @@ class SQLiteCache:
         if self._connection is None:
             import sqlite3
 
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if str(self.path) != ":memory:":  # responses hold what users said: for the file's owner only
+                create_private(self.path)
             connection = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
             try:
                 connection.execute("PRAGMA journal_mode=WAL")  # readers in other processes never block a write

@@ -35,6 +35,7 @@ PUBLIC = {
     "loop.codec": [
         "Blobs", "blob_key", "delta_from_dict", "delta_to_dict", "json_depth", "part_from_dict", "part_to_dict"
     ],
+    "loop.files": ["create_private"],
     "loop.errors": [
         "ApprovalMismatch", "AuthenticationError", "BadRequestError", "BudgetExhausted", "ConformanceError",
         "LoopError", "OverloadedError", "ProviderError", "ProviderTimeout", "ProviderUnreachable", "RateLimitError",

@@ -28,6 +28,7 @@ import anyio.to_thread
 
 from loop import UsageError
 from loop.checks import positive_int
+from loop.files import create_private
 from loop.errors import LoopError
 from cognitive.memory._protocol import MemoryItem, Recalled, Scope
 from cognitive.memory.checks import (check_dimensions, check_embedder, check_ids, check_k, check_scope,
@@ -233,7 +234,7 @@ class SQLiteMemory:
         self._check_open()  # a call cancelled natively may get here after aclose: it must not reopen the file
         lib, vec = _apsw()
         if isinstance(self.path, Path):
-            _create_private(self.path)
+            create_private(self.path)  # what a user said is for its owner's eyes only
         conn: apsw.Connection = lib.Connection(str(self.path))
         try:
             conn.enable_load_extension(True)
@@ -327,14 +328,3 @@ class SQLiteMemory:
 
     def __repr__(self) -> str:
         return f"SQLiteMemory({str(self.path)!r}, {self.embedder!r})"
-
-
-def _create_private(path: Path) -> None:
-    """Make the folder (0700) and the empty database file (0600) if they do not exist: what a user said is for
-    its owner's eyes only. SQLite gives its -wal and -shm files the database's mode."""
-    if not path.parent.exists():
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    try:
-        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-    except FileExistsError:
-        pass

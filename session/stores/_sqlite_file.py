@@ -4,13 +4,13 @@ bytes of images and files kept once by digest, and the reads that span conversat
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from loop import Turn, UsageError
+from loop.files import create_private
 from session.stores._protocol import StoredSession, StoreError, title_of
 
 _TITLE_TURNS = 8  # how many of a conversation's first turns a listing reads for its title
@@ -68,7 +68,7 @@ CREATE INDEX IF NOT EXISTS blob_uses_digest ON blob_uses (digest);
 
 def connect(path: Path, synchronous: str) -> sqlite3.Connection:
     """A connection to the store's file at ``path``, in WAL mode with ``synchronous``, its schema current."""
-    _create_private(path)
+    create_private(path)
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     try:
         conn.execute("PRAGMA busy_timeout = 5000")
@@ -87,18 +87,6 @@ def connect(path: Path, synchronous: str) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
-
-
-def _create_private(path: Path) -> None:
-    """Make the folder (0700) and the empty database file (0600) if they do not exist, so that the
-    conversations are readable by their owner only; SQLite gives its -wal and -shm files the database's mode.
-    An existing folder or file keeps the mode it has."""
-    if not path.parent.exists():
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    try:
-        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-    except FileExistsError:
-        pass
 
 
 class Rows:

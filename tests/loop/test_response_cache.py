@@ -1,6 +1,7 @@
 """``ResponseCache``: an identical request is answered from the stored response, replayed as the same deltas,
 charged nothing, marked as a hit; sampled turns, failed and cut-short streams are never answered from it."""
 
+import stat
 from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 from typing import Any
@@ -355,6 +356,22 @@ async def test_sqlite_store_survives_a_reopen(tmp_path: Path) -> None:
         assert await collect(cache, request()) == replayed(RESPONSE)
         assert await reopened.count() == 1
     assert len(inner.requests) == 1 and cache.stats.hits == 1
+
+
+async def test_a_new_sqlite_store_is_readable_by_its_owner_only_and_memory_makes_no_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "new" / "responses.db"
+    async with SQLiteCache(path) as store:
+        await collect(ResponseCache(Counting(), store=store), request())
+        files = sorted(p.name for p in path.parent.iterdir())
+        assert files == ["responses.db", "responses.db-shm", "responses.db-wal"]
+        assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in path.parent.iterdir()} == dict.fromkeys(files, 0o600)
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    monkeypatch.chdir(tmp_path)
+    async with SQLiteCache(":memory:") as in_memory:
+        await collect(ResponseCache(Counting(), store=in_memory), request())
+        assert await in_memory.count() == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new"], "no file named ':memory:'"
 
 
 async def test_sqlite_store_evicts_by_size_and_age(tmp_path: Path) -> None:
