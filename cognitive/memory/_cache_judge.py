@@ -10,10 +10,9 @@ made only for a question close enough to a remembered one to be answered from it
 from __future__ import annotations
 
 import re
-from typing import cast
-
 from cognitive._pattern import check_prompt
-from loop import Deriver, Options, Role, State, Text, Turn, TurnRunner, branch, has, require
+from cognitive.memory._aside import Aside
+from loop import TurnRunner, require
 
 __all__ = ["JUDGE_PROMPT", "SameQuestion", "verdict"]
 
@@ -25,7 +24,6 @@ JUDGE_PROMPT = (
     "yes or no.")
 """The instruction ``SameQuestion`` gives its model by default."""
 
-_NO_TOOLS = Options(tool_choice="none")
 _WORD = re.compile(r"[^\W\d_]+")
 
 
@@ -48,21 +46,17 @@ class SameQuestion:
     Raises ``UsageError`` when ``step`` has no ``turn`` or ``prompt`` is not a non-empty string.
     """
 
-    __slots__ = ("step", "prompt", "_asker")
+    __slots__ = ("step", "prompt", "_aside")
 
     def __init__(self, step: TurnRunner, *, prompt: str = JUDGE_PROMPT) -> None:
         require(step, TurnRunner, "SameQuestion", "a TurnRunner (the step) to ask the model")
         self.prompt = check_prompt("SameQuestion prompt", prompt)
         self.step = step
-        self._asker = cast(Deriver, step).derive(tools=(), transforms=()) if has(step, Deriver) else step
+        self._aside = Aside("SameQuestion", step)
 
     async def __call__(self, remembered: str, asked: str) -> bool | None:
-        request = State([Turn(Role.SYSTEM, (Text(self.prompt),)),
-                         Turn(Role.USER, (Text(f"The message the answer was written for:\n{remembered}\n\n"
-                                               f"The new message:\n{asked}"),))])
-        with branch("SameQuestion"):
-            answered = await self._asker.turn(request, _NO_TOOLS)
-        return verdict(answered.answer or "")
+        return verdict(await self._aside(self.prompt, f"The message the answer was written for:\n{remembered}\n\n"
+                                                      f"The new message:\n{asked}"))
 
     def __repr__(self) -> str:
         return f"SameQuestion({self.step!r})"

@@ -13,9 +13,9 @@ import anyio
 import anyio.lowlevel
 
 from cognitive._pattern import Pattern, check_prompt, check_start, left_open
+from cognitive.memory._aside import Aside
 from cognitive.memory._protocol import MEMORY, Forgetting, Memory, MemoryItem, Scope
-from loop import (Deriver, Options, Role, State, Text, Turn, TurnRunner, UsageError, branch, current_run_context, has,
-                  require, scope, tracing)
+from loop import Role, State, Turn, TurnRunner, UsageError, current_run_context, has, require, scope, tracing
 from loop.checks import positive_int
 from loop.errors import BudgetExhausted
 
@@ -30,7 +30,6 @@ EXTRACT_PROMPT = (
     "questions, passing requests, what the assistant said, and anything that holds only for this conversation. "
     "At most {max_facts} facts. If there is none, write NONE.")
 
-_NO_TOOLS = Options(tool_choice="none")
 _BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s*")
 _NONE = {"none", "none.", "no facts", "no facts."}
 _log = tracing.logger("cognitive.memory")
@@ -60,7 +59,7 @@ class ExtractFacts:
     ``{max_facts}``, or ``max_facts`` is not a positive integer.
     """
 
-    __slots__ = ("step", "prompt", "max_facts", "_instruction", "_asker")
+    __slots__ = ("step", "prompt", "max_facts", "_instruction", "_aside")
 
     def __init__(self, step: TurnRunner, *, prompt: str = EXTRACT_PROMPT, max_facts: int = 5) -> None:
         require(step, TurnRunner, "ExtractFacts", "a TurnRunner (the step) to ask the model for facts")
@@ -69,16 +68,13 @@ class ExtractFacts:
         self.prompt = check_prompt("ExtractFacts prompt", prompt, *(("max_facts",) if counted else ()))
         self._instruction = self.prompt.format(max_facts=max_facts) if counted else self.prompt
         self.step = step
-        self._asker = cast(Deriver, step).derive(tools=(), transforms=()) if has(step, Deriver) else step
+        self._aside = Aside("ExtractFacts", step)
 
     async def __call__(self, message: str, answer: str) -> list[str]:
         """The facts the model finds in ``message`` and its ``answer``."""
-        instruction = self._instruction
-        request = State([Turn(Role.SYSTEM, (Text(instruction),)),
-                         Turn(Role.USER, (Text(f"The user's message:\n{message}\n\nThe assistant's answer:\n{answer}"),))])
-        with branch("ExtractFacts"):
-            answered = await self._asker.turn(request, _NO_TOOLS)
-        return facts_in(answered.answer or "")[:self.max_facts]
+        reply = await self._aside(self._instruction,
+                                  f"The user's message:\n{message}\n\nThe assistant's answer:\n{answer}")
+        return facts_in(reply)[:self.max_facts]
 
     def __repr__(self) -> str:
         return f"ExtractFacts({self.step!r}, max_facts={self.max_facts})"
